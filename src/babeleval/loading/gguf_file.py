@@ -1,0 +1,147 @@
+"""Read a GGUF file into what the Hugging Face path produces: a config.json-like dict,
+a state dict under HF names (dequantised to float32), and a `tokenizers` tokenizer.
+
+Tensors go through the gguf package's numpy dequantisers (Q4_0/1, Q5_0/1, Q8_0,
+K-quants, F16/BF16/F32); names and two llama.cpp conventions are undone here:
+Q/K rows permuted for interleaved RoPE (llama arch) and Gemma norms stored as 1 + w.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BabelevalError
+
+ARCHS = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
+         "gemma2": "gemma2", "gemma3": "gemma3_text"}
+NAMES = [
+    (r"token_embd", "model.embed_tokens"),
+    (r"output_norm", "model.norm"),
+    (r"output", "lm_head"),
+    (r"blk\.(\d+)\.attn_q", r"model.layers.\1.self_attn.q_proj"),
+    (r"blk\.(\d+)\.attn_k", r"model.layers.\1.self_attn.k_proj"),
+    (r"blk\.(\d+)\.attn_v", r"model.layers.\1.self_attn.v_proj"),
+    (r"blk\.(\d+)\.attn_output", r"model.layers.\1.self_attn.o_proj"),
+    (r"blk\.(\d+)\.attn_q_norm", r"model.layers.\1.self_attn.q_norm"),
+    (r"blk\.(\d+)\.attn_k_norm", r"model.layers.\1.self_attn.k_norm"),
+    (r"blk\.(\d+)\.ffn_gate", r"model.layers.\1.mlp.gate_proj"),
+    (r"blk\.(\d+)\.ffn_up", r"model.layers.\1.mlp.up_proj"),
+    (r"blk\.(\d+)\.ffn_down", r"model.layers.\1.mlp.down_proj"),
+    (r"blk\.(\d+)\.attn_norm", r"model.layers.\1.input_layernorm"),
+    (r"blk\.(\d+)\.post_attention_norm", r"model.layers.\1.post_attention_layernorm"),
+    (r"blk\.(\d+)\.post_ffw_norm", r"model.layers.\1.post_feedforward_layernorm"),
+]
+SANDWICH = ("gemma2", "gemma3")  # their ffn_norm is the pre-feedforward norm
+
+
+def _reader(path: Path):
+    import gguf
+
+    try:
+        return gguf.GGUFReader(str(path))
+    except Exception as exc:  # the gguf package raises bare ValueErrors/struct errors on bad files
+        raise BabelevalError(f"{path}: not a readable GGUF file ({exc})") from exc
+
+
+def _metadata(reader) -> dict:
+    out = {}
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        try:
+            out[key] = field.contents()
+        except Exception:  # noqa: BLE001 - a field we do not use and cannot decode
+            continue
+    return out
+
+
+def gguf_config(meta: dict, path: Path) -> dict:
+    arch = meta.get("general.architecture")
+    if arch not in ARCHS:
+        raise BabelevalError(f"{path}: unsupported GGUF architecture {arch!r}; supported: {', '.join(ARCHS)}")
+    get = lambda key, default=None: meta.get(f"{arch}.{key}", default)
+    heads = get("attention.head_count")
+    hidden = get("embedding_length")
+    layers = get("block_count")
+    head_dim = get("attention.key_length") or hidden // heads
+    raw = {
+        "model_type": ARCHS[arch],
+        "vocab_size": get("vocab_size") or len(meta["tokenizer.ggml.tokens"]),
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "intermediate_size": get("feed_forward_length"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": get("attention.head_count_kv", heads),
+        "head_dim": head_dim,
+        "max_position_embeddings": get("context_length", 8192),
+        "rms_norm_eps": get("attention.layer_norm_rms_epsilon", 1e-6),
+        "rope_parameters": {"rope_type": "default", "rope_theta": get("rope.freq_base", 10000.0)},
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
+        "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
+        "attn_logit_softcapping": get("attn_logit_softcapping"),
+        "final_logit_softcapping": get("final_logit_softcapping"),
+    }
+    if arch in ("gemma2", "gemma3"):
+        window = get("attention.sliding_window")
+        period = 2 if arch == "gemma2" else 6  # llama.cpp's fixed layer patterns
+        raw["sliding_window"] = window
+        raw["query_pre_attn_scalar"] = head_dim
+        raw["layer_types"] = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(layers)]
+    if arch == "gemma3":
+        raw["rope_parameters"] = {"full_attention": raw["rope_parameters"],
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    return raw
+
+
+def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
+    """Undo llama.cpp's row permutation of Q/K (interleaved -> rotate-half RoPE layout)."""
+    rows = w.shape[0]
+    return w.reshape(heads, 2, rows // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_tensors(reader, meta: dict, raw: dict) -> dict[str, np.ndarray]:
+    from gguf.quants import dequantize
+
+    arch = meta["general.architecture"]
+    names = [(re.compile(rf"^{src}\.(weight|bias)$"), dst) for src, dst in NAMES]
+    ffn_norm = "pre_feedforward_layernorm" if arch in SANDWICH else "post_attention_layernorm"
+    names.append((re.compile(r"^blk\.(\d+)\.ffn_norm\.(weight|bias)$"), rf"model.layers.\1.{ffn_norm}"))
+    out = {}
+    for tensor in reader.tensors:
+        array = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+        array = array.reshape(tuple(reversed([int(x) for x in tensor.shape])))
+        for regex, dst in names:
+            match = regex.match(tensor.name)
+            if match:
+                name = f"{match.expand(dst)}.{match.groups()[-1]}"
+                break
+        else:
+            name = tensor.name  # left for the name check to report
+        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = raw["num_attention_heads"] if "q_proj" in name else raw["num_key_value_heads"]
+            array = _unpermute(array, heads)
+        if arch.startswith("gemma") and "norm" in name:
+            array = array - 1.0
+        out[name] = array
+    return out
+
+
+def gguf_tokenizer(meta: dict):
+    """Build the tokenizer the file describes with transformers' GGUF converters (no torch import)."""
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
+
+    fields = {name: meta[f"tokenizer.{key}"] for key, name in GGUF_TOKENIZER_MAPPING["tokenizer"].items()
+              if f"tokenizer.{key}" in meta}
+    tokenizer, _ = convert_gguf_tokenizer(meta["general.architecture"], fields)
+    add_bos = meta.get("tokenizer.ggml.add_bos_token", fields.get("tokenizer_type") == "llama")
+    return tokenizer, bool(add_bos)
+
+
+def read_gguf(path: Path):
+    reader = _reader(path)
+    meta = _metadata(reader)
+    raw = gguf_config(meta, path)
+    return raw, gguf_tensors(reader, meta, raw), meta

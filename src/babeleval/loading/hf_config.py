@@ -1,0 +1,154 @@
+"""Translate a Hugging Face config.json (a dict) into a babeleval config.
+
+Every supported architecture is one entry of FAMILY_FLAGS plus the shared reader
+below; adding a Llama-like family is one line.
+"""
+from __future__ import annotations
+
+from ..errors import BabelevalError
+from ..models.config import DecoderConfig, EncoderConfig
+
+GEMMA = dict(norm_offset=1.0, activation="gelu_tanh", embed_scale=True, tie_embeddings=True)
+FAMILY_FLAGS = {
+    "llama": dict(),
+    "mistral": dict(),
+    "qwen2": dict(qkv_bias=True),
+    "qwen3": dict(qk_norm=True),
+    "gemma": dict(GEMMA),
+    "gemma2": dict(GEMMA, sandwich_norm=True),
+    "gemma3_text": dict(GEMMA, sandwich_norm=True, qk_norm=True),
+}
+ENCODERS = ("bert", "xlm-roberta", "roberta")
+SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom") + ENCODERS
+
+
+def _rope(raw: dict, layer_kind: str = "full_attention") -> tuple[float, tuple]:
+    params = raw.get("rope_parameters") or {}
+    if layer_kind in params:  # Gemma 3 keeps one entry per layer type
+        params = params[layer_kind]
+    params = dict(params or raw.get("rope_scaling") or {})
+    theta = params.pop("rope_theta", raw.get("rope_theta", 10000.0))
+    if params.get("rope_type", params.get("type", "default")) == "default":
+        params = {}
+    return float(theta), tuple(sorted((k, v) for k, v in params.items() if v is not None and k != "type"))
+
+
+def _layer_types(raw: dict, n: int) -> tuple:
+    kinds = raw.get("layer_types")
+    if not kinds:
+        return ()
+    return tuple("sliding" if k == "sliding_attention" else "full" for k in kinds[:n])
+
+
+def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
+    flags = FAMILY_FLAGS[model_type]
+    hidden = raw["hidden_size"]
+    heads = raw["num_attention_heads"]
+    head_dim = raw.get("head_dim") or hidden // heads
+    n = raw["num_hidden_layers"]
+    theta, scaling = _rope(raw)
+    local_theta = _rope(raw, "sliding_attention")[0] if "sliding_attention" in (raw.get("rope_parameters") or {}) else None
+    layer_types = _layer_types(raw, n)
+    window = raw.get("sliding_window")
+    if model_type in ("mistral",) and window and not layer_types:
+        layer_types = ("sliding",) * n
+    if model_type in ("qwen2", "qwen3") and not raw.get("use_sliding_window"):
+        window, layer_types = None, ()
+    act = raw.get("hidden_activation") or raw.get("hidden_act") or "silu"
+    scalar = raw.get("query_pre_attn_scalar")
+    return DecoderConfig(
+        arch=model_type,
+        vocab_size=raw["vocab_size"],
+        hidden_size=hidden,
+        num_layers=n,
+        num_heads=heads,
+        num_kv_heads=raw.get("num_key_value_heads") or heads,
+        head_dim=head_dim,
+        intermediate_size=raw["intermediate_size"],
+        max_positions=raw.get("max_position_embeddings", 8192),
+        norm_eps=raw.get("rms_norm_eps", 1e-6),
+        rope_theta=theta,
+        rope_local_theta=local_theta,
+        rope_scaling=scaling,
+        out_bias=bool(raw.get("attention_bias")) and model_type != "qwen2",
+        mlp_bias=bool(raw.get("mlp_bias")),
+        attn_scale=scalar ** -0.5 if scalar else None,
+        attn_softcap=raw.get("attn_logit_softcapping"),
+        final_softcap=raw.get("final_logit_softcapping"),
+        sliding_window=window if layer_types else None,
+        layer_types=layer_types,
+        bos_token_id=_first(raw.get("bos_token_id")),
+        eos_token_id=_first(raw.get("eos_token_id")),
+        pad_token_id=_first(raw.get("pad_token_id")),
+        **{**flags, "qkv_bias": flags.get("qkv_bias", False) or bool(raw.get("attention_bias")),
+           "activation": _activation(act), "tie_embeddings": raw.get("tie_word_embeddings", flags.get("tie_embeddings", False))},
+    )
+
+
+def _gpt2(raw: dict) -> DecoderConfig:
+    hidden = raw["n_embd"]
+    return DecoderConfig(
+        arch="gpt2", vocab_size=raw["vocab_size"], hidden_size=hidden, num_layers=raw["n_layer"],
+        num_heads=raw["n_head"], num_kv_heads=raw["n_head"], head_dim=hidden // raw["n_head"],
+        intermediate_size=raw.get("n_inner") or 4 * hidden, max_positions=raw["n_positions"],
+        norm="layer", norm_eps=raw.get("layer_norm_epsilon", 1e-5), mlp="plain",
+        activation=_activation(raw.get("activation_function", "gelu_new")), position="learned",
+        qkv_bias=True, out_bias=True, mlp_bias=True, tie_embeddings=True,
+        bos_token_id=raw.get("bos_token_id"), eos_token_id=raw.get("eos_token_id"),
+    )
+
+
+def _bloom(raw: dict) -> DecoderConfig:
+    hidden = raw.get("hidden_size") or raw["n_embed"]
+    heads = raw.get("n_head") or raw["num_attention_heads"]
+    return DecoderConfig(
+        arch="bloom", vocab_size=raw["vocab_size"], hidden_size=hidden, num_layers=raw.get("n_layer") or raw["num_hidden_layers"],
+        num_heads=heads, num_kv_heads=heads, head_dim=hidden // heads, intermediate_size=4 * hidden,
+        max_positions=raw.get("seq_length", 2048), norm="layer", norm_eps=raw.get("layer_norm_epsilon", 1e-5),
+        mlp="plain", activation="gelu_tanh", position="alibi", qkv_bias=True, out_bias=True, mlp_bias=True,
+        embed_norm=True, tie_embeddings=True, bos_token_id=raw.get("bos_token_id"),
+        eos_token_id=raw.get("eos_token_id"), pad_token_id=raw.get("pad_token_id"),
+    )
+
+
+def _encoder(raw: dict, model_type: str) -> EncoderConfig:
+    roberta = model_type in ("xlm-roberta", "roberta")
+    pad = raw.get("pad_token_id", 1 if roberta else 0)
+    return EncoderConfig(
+        arch=model_type, vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"],
+        num_layers=raw["num_hidden_layers"], num_heads=raw["num_attention_heads"],
+        intermediate_size=raw["intermediate_size"], max_positions=raw["max_position_embeddings"],
+        type_vocab_size=raw.get("type_vocab_size", 2), norm_eps=raw.get("layer_norm_eps", 1e-12),
+        activation=_activation(raw.get("hidden_act", "gelu")), position_offset=pad + 1 if roberta else 0,
+        pad_token_id=pad,
+    )
+
+
+def _activation(name: str) -> str:
+    table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+             "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh"}
+    if name not in table:
+        raise BabelevalError(f"unsupported activation {name!r}; supported: {', '.join(sorted(table))}")
+    return table[name]
+
+
+def _first(value):
+    return value[0] if isinstance(value, list) and value else value
+
+
+def config_from_hf(raw: dict, source: str = "config.json") -> DecoderConfig | EncoderConfig:
+    model_type = raw.get("model_type")
+    if model_type == "gemma3" and "text_config" in raw:  # multimodal wrapper: take the text tower
+        raw = {**raw["text_config"], "model_type": "gemma3_text"}
+        model_type = "gemma3_text"
+    if model_type in FAMILY_FLAGS:
+        return _llama_like(raw, model_type)
+    if model_type == "gpt2":
+        return _gpt2(raw)
+    if model_type == "bloom":
+        return _bloom(raw)
+    if model_type in ENCODERS:
+        return _encoder(raw, model_type)
+    raise BabelevalError(
+        f"{source}: unsupported architecture {model_type!r} ({raw.get('architectures')}); supported: {', '.join(SUPPORTED)}"
+    )

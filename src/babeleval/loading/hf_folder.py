@@ -1,0 +1,78 @@
+"""Hugging Face model folders: config.json, model.safetensors or a sharded index,
+tokenizer.json; hub ids are fetched into the HF cache first."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BabelevalError
+from .tokenizer import HFTokenizer, Special
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BabelevalError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise BabelevalError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+
+
+def _safetensors_files(folder: Path) -> list[Path]:
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        return [folder / name for name in sorted(set(read_json(index)["weight_map"].values()))]
+    single = folder / "model.safetensors"
+    if single.exists():
+        return [single]
+    found = sorted(folder.glob("*.safetensors"))
+    if found:
+        return found
+    raise BabelevalError(f"{folder}: no model.safetensors or model.safetensors.index.json (only safetensors weights are read)")
+
+
+def read_safetensors(folder: Path) -> dict[str, np.ndarray]:
+    from safetensors import safe_open
+
+    tensors = {}
+    for file in _safetensors_files(folder):
+        try:
+            with safe_open(str(file), framework="flax") as handle:
+                for key in handle.keys():
+                    tensors[key] = np.asarray(handle.get_tensor(key), dtype=np.float32)
+        except (OSError, ValueError) as exc:
+            raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
+        except Exception as exc:  # safetensors raises its own SafetensorError on corrupt headers
+            raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
+    return tensors
+
+
+def hf_tokenizer(folder: Path, raw_config: dict, add_bos: bool) -> HFTokenizer:
+    from tokenizers import Tokenizer as Backend
+
+    file = folder / "tokenizer.json"
+    if not file.exists():
+        raise BabelevalError(f"{folder}: no tokenizer.json")
+    backend = Backend.from_file(str(file))
+    tok_cfg = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
+
+    def special_id(name):
+        value = raw_config.get(f"{name}_token_id")
+        value = value[0] if isinstance(value, list) else value
+        token = tok_cfg.get(f"{name}_token")
+        token = token.get("content") if isinstance(token, dict) else token
+        return value if value is not None else (backend.token_to_id(token) if token else None)
+
+    return HFTokenizer(backend, Special(special_id("bos"), special_id("eos"), special_id("pad"), add_bos))
+
+
+def download(repo_id: str) -> Path:
+    """Fetch a hub model (config, safetensors, tokenizer files only) into the HF cache."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", "tokenizer.model"]))
+    except Exception as exc:  # network, auth and missing-repo errors all end here
+        raise BabelevalError(f"{repo_id}: could not download from the Hugging Face hub ({exc})") from None

@@ -1,0 +1,149 @@
+"""Map Hugging Face state-dict keys onto babeleval's parameter tree.
+
+Each family is a short table of (HF module regex, our module path, kind). The kind
+says how the tensor is laid out in the file: torch Linear ([out, in]), GPT-2's
+Conv1D ([in, out]), a norm, an embedding, or a fused qkv projection to split.
+Unmatched keys, unfilled parameters and wrong shapes are all reported at once.
+"""
+from __future__ import annotations
+
+import re
+
+import jax
+import numpy as np
+
+from ..errors import BabelevalError
+from ..models.config import DecoderConfig, EncoderConfig
+
+LAYER = r"(?:model\.|model\.language_model\.|language_model\.model\.)layers\.(\d+)\."
+
+
+def llama_rules(cfg: DecoderConfig):
+    post_attn = "post_attn_norm" if cfg.sandwich_norm else "mlp_norm"
+    return [
+        (r"(?:model\.|model\.language_model\.|language_model\.model\.)embed_tokens", "embed", "embed"),
+        (r"(?:model\.|model\.language_model\.|language_model\.model\.)norm", "final_norm", "norm"),
+        (r"(?:language_model\.)?lm_head", "lm_head", "linear"),
+        (LAYER + r"self_attn\.([qkvo])_proj", r"layers_\1/attn/\2", "linear"),
+        (LAYER + r"self_attn\.([qk])_norm", r"layers_\1/attn/\2_norm", "norm"),
+        (LAYER + r"mlp\.(gate|up|down)_proj", r"layers_\1/mlp/\2", "linear"),
+        (LAYER + r"input_layernorm", r"layers_\1/attn_norm", "norm"),
+        (LAYER + r"post_attention_layernorm", r"layers_\1/" + post_attn, "norm"),
+        (LAYER + r"pre_feedforward_layernorm", r"layers_\1/mlp_norm", "norm"),
+        (LAYER + r"post_feedforward_layernorm", r"layers_\1/post_mlp_norm", "norm"),
+    ]
+
+
+GPT2_RULES = [
+    (r"(?:transformer\.)?wte", "embed", "embed"),
+    (r"(?:transformer\.)?wpe", "pos_embed", "embed"),
+    (r"(?:transformer\.)?ln_f", "final_norm", "norm"),
+    (r"(?:transformer\.)?h\.(\d+)\.ln_1", r"layers_\1/attn_norm", "norm"),
+    (r"(?:transformer\.)?h\.(\d+)\.ln_2", r"layers_\1/mlp_norm", "norm"),
+    (r"(?:transformer\.)?h\.(\d+)\.attn\.c_attn", r"layers_\1/attn", "gpt2_qkv"),
+    (r"(?:transformer\.)?h\.(\d+)\.attn\.c_proj", r"layers_\1/attn/o", "conv1d"),
+    (r"(?:transformer\.)?h\.(\d+)\.mlp\.c_fc", r"layers_\1/mlp/up", "conv1d"),
+    (r"(?:transformer\.)?h\.(\d+)\.mlp\.c_proj", r"layers_\1/mlp/down", "conv1d"),
+]
+BLOOM_RULES = [
+    (r"(?:transformer\.)?word_embeddings", "embed", "embed"),
+    (r"(?:transformer\.)?word_embeddings_layernorm", "embed_norm", "norm"),
+    (r"(?:transformer\.)?ln_f", "final_norm", "norm"),
+    (r"(?:transformer\.)?h\.(\d+)\.input_layernorm", r"layers_\1/attn_norm", "norm"),
+    (r"(?:transformer\.)?h\.(\d+)\.post_attention_layernorm", r"layers_\1/mlp_norm", "norm"),
+    (r"(?:transformer\.)?h\.(\d+)\.self_attention\.query_key_value", r"layers_\1/attn", "bloom_qkv"),
+    (r"(?:transformer\.)?h\.(\d+)\.self_attention\.dense", r"layers_\1/attn/o", "linear"),
+    (r"(?:transformer\.)?h\.(\d+)\.mlp\.dense_h_to_4h", r"layers_\1/mlp/up", "linear"),
+    (r"(?:transformer\.)?h\.(\d+)\.mlp\.dense_4h_to_h", r"layers_\1/mlp/down", "linear"),
+]
+ENC = r"(?:bert\.|roberta\.)?"
+ENCODER_RULES = [
+    (ENC + r"embeddings\.word_embeddings", "embed", "embed"),
+    (ENC + r"embeddings\.position_embeddings", "pos_embed", "embed"),
+    (ENC + r"embeddings\.token_type_embeddings", "type_embed", "embed"),
+    (ENC + r"embeddings\.LayerNorm", "embed_norm", "norm"),
+    (ENC + r"encoder\.layer\.(\d+)\.attention\.self\.query", r"layers_\1/attn/q", "linear"),
+    (ENC + r"encoder\.layer\.(\d+)\.attention\.self\.key", r"layers_\1/attn/k", "linear"),
+    (ENC + r"encoder\.layer\.(\d+)\.attention\.self\.value", r"layers_\1/attn/v", "linear"),
+    (ENC + r"encoder\.layer\.(\d+)\.attention\.output\.dense", r"layers_\1/attn/o", "linear"),
+    (ENC + r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm", r"layers_\1/attn_norm", "norm"),
+    (ENC + r"encoder\.layer\.(\d+)\.intermediate\.dense", r"layers_\1/mlp/up", "linear"),
+    (ENC + r"encoder\.layer\.(\d+)\.output\.dense", r"layers_\1/mlp/down", "linear"),
+    (ENC + r"encoder\.layer\.(\d+)\.output\.LayerNorm", r"layers_\1/mlp_norm", "norm"),
+    (ENC + r"pooler\.dense", "pooler", "linear"),
+]
+# Buffers and heads that carry no parameter of ours.
+IGNORED = re.compile(
+    r"(rotary_emb\.inv_freq|\.attn\.(masked_)?bias$|position_ids|^cls\.|^lm_head\.|"
+    r"vision_tower|multi_modal_projector|^model\.vision)"
+)
+# Parameters a checkpoint may legitimately lack: encoders saved without a pooler.
+OPTIONAL = {"pooler"}
+
+
+def rules_for(cfg) -> list:
+    if isinstance(cfg, EncoderConfig):
+        return ENCODER_RULES
+    return {"gpt2": GPT2_RULES, "bloom": BLOOM_RULES}.get(cfg.arch) or llama_rules(cfg)
+
+
+def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str, np.ndarray]:
+    """One file tensor -> {our/param/path: array} (several for fused qkv)."""
+    if kind == "embed":
+        return {f"{path}/embedding": array}
+    if kind == "norm":
+        return {f"{path}/{'scale' if leaf == 'weight' else 'bias'}": array}
+    if kind in ("linear", "conv1d"):
+        if leaf == "bias":
+            return {f"{path}/bias": array}
+        return {f"{path}/kernel": array.T if kind == "linear" else array}
+    if kind == "gpt2_qkv":  # Conv1D [in, 3*D] or bias [3*D], order q, k, v
+        parts = np.split(array, 3, axis=-1)
+    else:  # bloom: rows are [heads, (q, k, v), head_dim]
+        h, d = cfg.num_heads, cfg.head_dim
+        fused = array.reshape(h, 3, d, *array.shape[1:])
+        parts = [fused[:, j].reshape(h * d, *array.shape[1:]) for j in range(3)]
+        parts = [p if leaf == "bias" else p.T for p in parts]
+    name = "bias" if leaf == "bias" else "kernel"
+    return {f"{path}/{p}/{name}": part for p, part in zip("qkv", parts)}
+
+
+def to_param_tree(tensors: dict[str, np.ndarray], cfg, expected, source: str, dtype) -> dict:
+    """Rename file tensors into our tree and check them against `expected` (an eval_shape tree)."""
+    compiled = [(re.compile(rf"^{pat}\.(weight|bias)$"), target, kind) for pat, target, kind in rules_for(cfg)]
+    flat, unexpected = {}, []
+    for key, array in tensors.items():
+        for regex, target, kind in compiled:
+            match = regex.match(key)
+            if match:
+                leaf = match.groups()[-1]
+                if kind == "linear" and target == "lm_head" and getattr(cfg, "tie_embeddings", False):
+                    break  # a tied head some exporters still write out
+                flat.update(_leaves(kind, leaf, match.expand(target), np.asarray(array), cfg))
+                break
+        else:
+            if not IGNORED.search(key):
+                unexpected.append(key)
+    want = {"/".join(str(k.key) for k in path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(expected)[0]}
+    missing = [k for k in want if k not in flat and k.split("/")[0] not in OPTIONAL]
+    extra = [k for k in flat if k not in want]
+    if unexpected or missing or extra:
+        lines = [f"{source}: parameters do not match a {cfg.arch} model"]
+        if missing:
+            lines.append(f"missing keys: {', '.join(sorted(missing))}")
+        if unexpected or extra:
+            lines.append(f"unexpected keys: {', '.join(sorted(unexpected + extra))}")
+        raise BabelevalError("; ".join(lines))
+    tree: dict = {}
+    for key, spec in want.items():
+        array = flat.get(key)
+        if array is None:  # optional and absent
+            array = np.zeros(spec.shape, np.float32)
+        if tuple(array.shape) != tuple(spec.shape):
+            raise BabelevalError(f"{source}: shape mismatch for {key}: expected {tuple(spec.shape)}, found {tuple(array.shape)}")
+        node = tree
+        *parents, last = key.split("/")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = np.asarray(array, dtype=np.float32).astype(dtype)
+    return tree

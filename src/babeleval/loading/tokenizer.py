@@ -1,0 +1,144 @@
+"""One tokenizer interface over `tokenizers` (tokenizer.json, GGUF vocabularies),
+SentencePiece .model files and raw UTF-8 bytes.
+
+encode() never adds special tokens: where a model wants BOS in front (Gemma, as
+lm-evaluation-harness does), the engine adds it, so the context/continuation split
+is computed on the same token stream for every family.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+META = "babeleval_tokenizer.json"
+
+
+@dataclass
+class Special:
+    bos_id: int | None = None
+    eos_id: int | None = None
+    pad_id: int | None = None
+    add_bos: bool = False
+
+
+class Tokenizer:
+    kind = "base"
+
+    def __init__(self, special: Special):
+        self.special = special
+
+    @property
+    def bos_id(self):
+        return self.special.bos_id
+
+    @property
+    def eos_id(self):
+        return self.special.eos_id
+
+    @property
+    def prefix(self) -> list[int]:
+        """Tokens the model expects before any text (BOS for Gemma-style models)."""
+        return [self.special.bos_id] if self.special.add_bos and self.special.bos_id is not None else []
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_batch([text])[0]
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._save_vocab(folder)
+        (folder / META).write_text(json.dumps({"kind": self.kind, **self.special.__dict__}))
+
+
+class HFTokenizer(Tokenizer):
+    kind = "tokenizers"
+
+    def __init__(self, backend, special: Special):
+        super().__init__(special)
+        self.backend = backend
+        self.vocab_size = backend.get_vocab_size()
+
+    def encode_batch(self, texts, special_tokens: bool = False) -> list[list[int]]:
+        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=special_tokens)]
+
+    def decode(self, ids) -> str:
+        return self.backend.decode(list(ids), skip_special_tokens=True)
+
+    def token_id(self, token: str | None):
+        return None if token is None else self.backend.token_to_id(token)
+
+    def _save_vocab(self, folder: Path) -> None:
+        self.backend.save(str(folder / "tokenizer.json"))
+
+
+class SentencePieceTokenizer(Tokenizer):
+    kind = "sentencepiece"
+
+    def __init__(self, model_file: Path, special: Special | None = None):
+        import sentencepiece as spm
+
+        self.model_file = Path(model_file)
+        self.sp = spm.SentencePieceProcessor(model_file=str(model_file))
+        sp_id = lambda i: i if i >= 0 else None
+        super().__init__(special or Special(sp_id(self.sp.bos_id()), sp_id(self.sp.eos_id()), sp_id(self.sp.pad_id())))
+        self.vocab_size = self.sp.get_piece_size()
+
+    def encode_batch(self, texts, special_tokens: bool = False) -> list[list[int]]:
+        return self.sp.encode(list(texts))
+
+    def decode(self, ids) -> str:
+        return self.sp.decode(list(ids))
+
+    def _save_vocab(self, folder: Path) -> None:
+        (folder / "tokenizer.model").write_bytes(self.model_file.read_bytes())
+
+
+class ByteTokenizer(Tokenizer):
+    """UTF-8 bytes as tokens 0-255; byte 0 doubles as BOS/EOS (it never occurs in text)."""
+
+    kind = "bytes"
+    vocab_size = 256
+
+    def __init__(self, special: Special | None = None):
+        super().__init__(special or Special(0, 0, 0, True))
+
+    def encode_batch(self, texts, special_tokens: bool = False) -> list[list[int]]:
+        return [list(t.encode("utf-8")) for t in texts]
+
+    def decode(self, ids) -> str:
+        return bytes(i for i in ids if i).decode("utf-8", errors="replace")
+
+    def _save_vocab(self, folder: Path) -> None:
+        pass
+
+
+def load_tokenizer(folder: Path) -> Tokenizer:
+    """Restore a tokenizer written by Tokenizer.save()."""
+    meta = json.loads((folder / META).read_text())
+    kind = meta.pop("kind")
+    special = Special(**meta)
+    if kind == "bytes":
+        return ByteTokenizer(special)
+    if kind == "sentencepiece":
+        return SentencePieceTokenizer(folder / "tokenizer.model", special)
+    from tokenizers import Tokenizer as Backend
+
+    return HFTokenizer(Backend.from_file(str(folder / "tokenizer.json")), special)
+
+
+def tokenizer_from_file(path: Path, special: Special | None = None) -> Tokenizer:
+    """A bare tokenizer file: tokenizer.json, a SentencePiece .model, or a folder holding one."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / META).exists():
+            return load_tokenizer(path)
+        for name in ("tokenizer.json", "tokenizer.model"):
+            if (path / name).exists():
+                return tokenizer_from_file(path / name, special)
+        raise FileNotFoundError(f"{path}: no tokenizer.json or tokenizer.model inside")
+    if path.suffix == ".json":
+        from tokenizers import Tokenizer as Backend
+
+        backend = Backend.from_file(str(path))
+        return HFTokenizer(backend, special or Special())
+    return SentencePieceTokenizer(path, special)

@@ -1,0 +1,101 @@
+"""Model configurations: one dataclass for every decoder, one for every encoder.
+
+Families differ only by the flags set here (Gemma's 1+w norms, Qwen2's qkv bias,
+BLOOM's ALiBi, GPT-2's learned positions ...); the modules read flags, never names.
+Configs are frozen so that they can be static arguments of jitted functions.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    arch: str
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    max_positions: int
+    norm: str = "rms"  # "rms" | "layer"
+    norm_eps: float = 1e-6
+    norm_offset: float = 0.0  # Gemma scales by (1 + w)
+    mlp: str = "gated"  # "gated" (gate*up -> down) | "plain" (up -> act -> down)
+    activation: str = "silu"  # "silu" | "gelu_tanh" | "gelu"
+    position: str = "rope"  # "rope" | "learned" | "alibi"
+    rope_theta: float = 10000.0
+    rope_local_theta: float | None = None  # Gemma 3 local (sliding) layers
+    rope_scaling: tuple = ()  # sorted (key, value) pairs of HF rope parameters
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    sandwich_norm: bool = False  # Gemma 2/3: norms after attention and MLP too
+    embed_scale: bool = False  # multiply embeddings by sqrt(hidden_size)
+    embed_norm: bool = False  # BLOOM: LayerNorm right after the embedding
+    attn_scale: float | None = None  # default head_dim ** -0.5
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    sliding_window: int | None = None
+    layer_types: tuple = ()  # per layer "full" | "sliding"; empty = all full
+    tie_embeddings: bool = False
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+    pad_token_id: int | None = None
+    kind: str = "decoder"
+
+    def is_sliding(self, layer: int) -> bool:
+        return bool(self.layer_types) and self.layer_types[layer] == "sliding" and self.sliding_window is not None
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    arch: str
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    max_positions: int
+    type_vocab_size: int = 2
+    norm_eps: float = 1e-12
+    activation: str = "gelu"
+    position_offset: int = 0  # XLM-R counts positions from padding_idx + 1
+    pad_token_id: int = 0
+    pooling: str = "mean"  # "cls" | "mean" | "pooler"
+    normalize: bool = False
+    kind: str = "encoder"
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+ModelConfig = DecoderConfig | EncoderConfig
+
+
+def to_json(config: ModelConfig) -> str:
+    return json.dumps(dataclasses.asdict(config), indent=1)
+
+
+def from_json(text: str) -> ModelConfig:
+    raw = json.loads(text)
+    cls = EncoderConfig if raw.get("kind") == "encoder" else DecoderConfig
+    for key in ("rope_scaling", "layer_types"):
+        if key in raw:
+            raw[key] = tuple(tuple(x) if isinstance(x, list) else x for x in raw[key])
+    return cls(**raw)
+
+
+def save_config(config: ModelConfig, path: Path) -> None:
+    path.write_text(to_json(config))
+
+
+def load_config(path: Path) -> ModelConfig:
+    return from_json(path.read_text())

@@ -1,0 +1,133 @@
+"""The decoder transformer, written once and specialised by DecoderConfig.
+
+Llama, Mistral, Qwen2/3, Gemma 1-3, GPT-2, BLOOM and our byte-level GPT are all this
+module. The caller supplies token positions and an explicit [B, T, S] attention mask,
+so one forward pass serves left/right padding, packed shared-prefix layouts and
+KV-cached decoding alike. The head is a separate method so that callers can project
+only the positions they score.
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from .config import DecoderConfig
+from .layers import MLP, Norm, alibi_slopes, apply_rope, attend, rope_inv_freq
+
+
+def _norm(cfg: DecoderConfig, name: str, eps=None) -> Norm:
+    return Norm(cfg.norm, eps or cfg.norm_eps, cfg.norm_offset, name=name)
+
+
+class Attention(nn.Module):
+    cfg: DecoderConfig
+    layer: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None):
+        cfg = self.cfg
+        b, t, _ = x.shape
+        dense = lambda n, bias, name: nn.Dense(n, use_bias=bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
+        q = dense(cfg.num_heads * cfg.head_dim, cfg.qkv_bias, "q")(x).reshape(b, t, cfg.num_heads, cfg.head_dim)
+        k = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "k")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        v = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "v")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        if cfg.qk_norm:
+            q = _norm(cfg, "q_norm")(q)
+            k = _norm(cfg, "k_norm")(k)
+        sliding = cfg.is_sliding(self.layer)
+        if cfg.position == "rope":
+            theta = cfg.rope_local_theta if sliding and cfg.rope_local_theta else cfg.rope_theta
+            scaling = () if sliding and cfg.rope_local_theta else cfg.rope_scaling
+            inv_freq = jnp.asarray(rope_inv_freq(cfg.head_dim, theta, scaling))
+            q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
+        if cache is not None:
+            k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, cache_index, 0, 0))
+            v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), (0, cache_index, 0, 0))
+            cache = {"k": k, "v": v}
+        distance = positions[:, :, None] - kv_positions[:, None, :]  # [B, T, S]
+        if sliding:
+            mask = mask & (distance < cfg.sliding_window)
+        bias = None
+        if cfg.position == "alibi":
+            bias = -jnp.asarray(alibi_slopes(cfg.num_heads))[None, :, None, None] * distance[:, None].astype(jnp.float32)
+        scale = cfg.attn_scale or cfg.head_dim ** -0.5
+        out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias)
+        return dense(cfg.hidden_size, cfg.out_bias, "o")(out), cache
+
+
+class Block(nn.Module):
+    cfg: DecoderConfig
+    layer: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None):
+        cfg = self.cfg
+        h, cache = Attention(cfg, self.layer, self.dtype, name="attn")(
+            _norm(cfg, "attn_norm")(x), positions, mask, kv_positions, cache, cache_index
+        )
+        if cfg.sandwich_norm:
+            h = _norm(cfg, "post_attn_norm")(h)
+        x = x + h
+        mlp = MLP(cfg.hidden_size, cfg.intermediate_size, cfg.mlp, cfg.activation, cfg.mlp_bias, self.dtype, name="mlp")
+        h = mlp(_norm(cfg, "mlp_norm")(x))
+        if cfg.sandwich_norm:
+            h = _norm(cfg, "post_mlp_norm")(h)
+        return x + h, cache
+
+
+class Decoder(nn.Module):
+    cfg: DecoderConfig
+    dtype: jnp.dtype = jnp.float32
+
+    def setup(self):
+        cfg = self.cfg
+        self.embed = nn.Embed(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
+        if cfg.position == "learned":
+            self.pos_embed = nn.Embed(cfg.max_positions, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
+        if cfg.embed_norm:
+            self.embed_norm = _norm(cfg, "embed_norm")
+        self.layers = [Block(cfg, i, self.dtype) for i in range(cfg.num_layers)]
+        self.final_norm = _norm(cfg, "final_norm")
+        if not cfg.tie_embeddings:
+            self.lm_head = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype)
+
+    def __call__(self, tokens, positions, mask, cache=None, cache_index=None, kv_positions=None):
+        """tokens, positions: [B, T]; mask: [B, T, S] (S = T without a cache).
+
+        Returns the final-normed hidden states [B, T, D] and the updated cache (or None).
+        """
+        cfg = self.cfg
+        x = self.embed(tokens)
+        if cfg.embed_scale:
+            x = x * jnp.asarray(cfg.hidden_size ** 0.5, dtype=self.dtype)
+        if cfg.position == "learned":
+            x = x + self.pos_embed(positions)
+        if cfg.embed_norm:
+            x = self.embed_norm(x)
+        kv_positions = positions if kv_positions is None else kv_positions
+        new_cache = []
+        for i, block in enumerate(self.layers):
+            x, layer_cache = block(x, positions, mask, kv_positions, None if cache is None else cache[i], cache_index)
+            new_cache.append(layer_cache)
+        return self.final_norm(x), (None if cache is None else new_cache)
+
+    def logits(self, hidden):
+        """Project hidden states to float32 vocabulary logits (soft-capped where the family does)."""
+        out = self.embed.attend(hidden) if self.cfg.tie_embeddings else self.lm_head(hidden)
+        out = out.astype(jnp.float32)
+        if self.cfg.final_softcap:
+            out = jnp.tanh(out / self.cfg.final_softcap) * self.cfg.final_softcap
+        return out
+
+    def init_all(self, tokens, positions, mask):
+        """Touch every parameter (setup-style modules create params lazily)."""
+        hidden, _ = self(tokens, positions, mask)
+        return self.logits(hidden)
+
+
+def empty_cache(cfg: DecoderConfig, batch: int, length: int, dtype=jnp.float32):
+    shape = (batch, length, cfg.num_kv_heads, cfg.head_dim)
+    return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(cfg.num_layers)]

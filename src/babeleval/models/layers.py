@@ -1,0 +1,120 @@
+"""Building blocks shared by every model family: norms, rotary and ALiBi positions,
+attention over an explicit mask, and the two MLP shapes."""
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import BabelevalError
+
+ACTIVATIONS = {
+    "silu": jax.nn.silu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+}
+NEG_INF = -1e30
+
+
+class Norm(nn.Module):
+    """RMSNorm (optionally scaled by 1 + w, as Gemma) or LayerNorm with bias; computed in fp32."""
+
+    kind: str = "rms"
+    eps: float = 1e-6
+    offset: float = 0.0
+
+    @nn.compact
+    def __call__(self, x):
+        dim = x.shape[-1]
+        h = x.astype(jnp.float32)
+        if self.kind == "rms":
+            scale = self.param("scale", nn.initializers.zeros if self.offset else nn.initializers.ones, (dim,))
+            h = h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + self.eps)
+            return (h * (self.offset + scale.astype(jnp.float32))).astype(x.dtype)
+        scale = self.param("scale", nn.initializers.ones, (dim,))
+        bias = self.param("bias", nn.initializers.zeros, (dim,))
+        h = h - jnp.mean(h, axis=-1, keepdims=True)
+        h = h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + self.eps)
+        return (h * scale.astype(jnp.float32) + bias.astype(jnp.float32)).astype(x.dtype)
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: tuple) -> np.ndarray:
+    """Inverse frequencies of rotary embeddings, with HF's 'linear' and 'llama3' scalings."""
+    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    params = dict(scaling)
+    kind = params.get("rope_type")
+    if kind == "linear":
+        inv = inv / params["factor"]
+    elif kind == "llama3":
+        factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+        old = params["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv
+        scaled = np.where(wavelen > old / low, inv / factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        mid = (1 - smooth) * scaled / factor + smooth * scaled
+        inv = np.where((wavelen >= old / high) & (wavelen <= old / low), mid, scaled)
+    elif kind:
+        raise BabelevalError(f"unsupported rope scaling {kind!r}; supported: default, linear, llama3")
+    return inv.astype(np.float32)
+
+
+def apply_rope(x, positions, inv_freq):
+    """Rotate-half RoPE (the HF layout). x: [B, T, H, D], positions: [B, T]."""
+    angles = positions[..., None].astype(jnp.float32) * inv_freq  # [B, T, D/2]
+    cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)[:, :, None, :]
+    sin = jnp.concatenate([jnp.sin(angles)] * 2, axis=-1)[:, :, None, :]
+    half = x.shape[-1] // 2
+    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return (x.astype(jnp.float32) * cos + rotated.astype(jnp.float32) * sin).astype(x.dtype)
+
+
+def alibi_slopes(num_heads: int) -> np.ndarray:
+    """ALiBi head slopes as BLOOM computes them (closest power of two, then interleaved extras)."""
+    closest = 2 ** math.floor(math.log2(num_heads))
+    base = 2 ** (-(2 ** -(math.log2(closest) - 3)))
+    slopes = [base ** (i + 1) for i in range(closest)]
+    if closest != num_heads:
+        extra_base = 2 ** (-(2 ** -(math.log2(2 * closest) - 3)))
+        slopes += [extra_base ** (2 * i + 1) for i in range(min(closest, num_heads - closest))]
+    return np.asarray(slopes, dtype=np.float32)
+
+
+def attend(q, k, v, mask, scale, softcap=None, bias=None):
+    """Grouped-query attention over an explicit boolean mask.
+
+    q: [B, T, H, D]; k, v: [B, S, Hkv, D]; mask: [B, T, S]; bias: [B, H, T, S] or None.
+    """
+    b, t, h, d = q.shape
+    hkv = k.shape[2]
+    q = q.reshape(b, t, hkv, h // hkv, d)
+    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32) * scale
+    if softcap:
+        scores = jnp.tanh(scores / softcap) * softcap
+    if bias is not None:
+        scores = scores + bias.reshape(b, hkv, h // hkv, t, -1)
+    scores = jnp.where(mask[:, None, None], scores, NEG_INF)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    return out.reshape(b, t, h * d)
+
+
+class MLP(nn.Module):
+    """Gated (gate * up -> down, Llama/Gemma) or plain (up -> act -> down, GPT-2/BLOOM/BERT)."""
+
+    hidden: int
+    inner: int
+    kind: str
+    activation: str
+    bias: bool
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x):
+        act = ACTIVATIONS[self.activation]
+        dense = lambda n, name: nn.Dense(n, use_bias=self.bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
+        up = dense(self.inner, "up")(x)
+        h = act(dense(self.inner, "gate")(x)) * up if self.kind == "gated" else act(up)
+        return dense(self.hidden, "down")(h)

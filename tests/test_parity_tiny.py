@@ -1,0 +1,84 @@
+"""Every family: babeleval's Flax logits equal transformers + torch on tiny random models,
+with left and right padding in one batch."""
+import numpy as np
+import pytest
+
+from babeleval.engine.forward import decoder_logits, encoder_forward
+from babeleval.loading import load_model
+from tiny_models import CONFIGS, ENCODERS, VOCAB, build
+
+LENGTH = 12
+
+
+def padded_batch(pad_id):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(3, VOCAB, size=(3, LENGTH))
+    mask = np.ones_like(ids)
+    mask[1, :4] = 0  # left padding
+    mask[2, 9:] = 0  # right padding
+    return np.where(mask == 1, ids, pad_id), mask
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_logits_match_transformers(family, tmp_path):
+    import torch
+
+    torch_model = build(family, tmp_path)
+    ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
+    ours = load_model(str(tmp_path))
+    with torch.no_grad():
+        t_ids, t_mask = torch.tensor(ids), torch.tensor(mask)
+        if family in ENCODERS:
+            ref = torch_model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state.numpy()
+            got = np.asarray(encoder_forward(ours.params, ids, mask, ours.config)[0])
+        else:
+            kwargs = {} if family == "bloom" else {"position_ids": torch.tensor(np.maximum(mask.cumsum(1) - 1, 0))}
+            ref = torch_model(input_ids=t_ids, attention_mask=t_mask, **kwargs).logits.numpy()
+            got = np.asarray(decoder_logits(ours.params, ids, mask, ours.config))
+    valid = mask.astype(bool)
+    assert np.abs(got[valid] - ref[valid]).max() <= 1e-4
+
+
+def test_missing_and_unexpected_keys_are_listed(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    from babeleval.errors import BabelevalError
+
+    build("llama", tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors["model.layers.0.self_attn.extra.weight"] = tensors.pop("model.layers.1.mlp.up_proj.weight")
+    save_file(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(BabelevalError) as err:
+        load_model(str(tmp_path))
+    assert "missing keys: layers_1/mlp/up/kernel" in str(err.value)
+    assert "unexpected keys: model.layers.0.self_attn.extra.weight" in str(err.value)
+
+
+def test_shape_mismatch_names_key(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    from babeleval.errors import BabelevalError
+
+    build("qwen2", tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors["model.layers.2.self_attn.q_proj.bias"] = tensors["model.layers.2.self_attn.q_proj.bias"][:10]
+    save_file(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(BabelevalError, match=r"shape mismatch for layers_2/attn/q/bias: expected \(64,\), found \(10,\)"):
+        load_model(str(tmp_path))
+
+
+def test_unsupported_architecture_is_named(tmp_path):
+    from babeleval.errors import BabelevalError
+
+    (tmp_path / "config.json").write_text('{"model_type": "mamba", "architectures": ["MambaForCausalLM"]}')
+    with pytest.raises(BabelevalError, match="unsupported architecture 'mamba'.*supported: llama"):
+        load_model(str(tmp_path))
+
+
+def test_corrupt_safetensors_names_file(tmp_path):
+    from babeleval.errors import BabelevalError
+
+    build("gpt2", tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(BabelevalError, match="model.safetensors: unreadable"):
+        load_model(str(tmp_path))

@@ -1,0 +1,64 @@
+"""Tiny random Hugging Face models, built offline with transformers and saved to disk,
+one per architecture babeleval supports. The parity tests load them through the same
+path users take (an HF folder) and compare logits with transformers + torch."""
+from __future__ import annotations
+
+from pathlib import Path
+
+VOCAB = 128
+COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+              max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+CONFIGS = {
+    "llama": ("LlamaConfig", dict(COMMON, num_key_value_heads=2, tie_word_embeddings=False)),
+    "llama3-rope": ("LlamaConfig", dict(COMMON, num_key_value_heads=2, rope_parameters=dict(
+        rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+        original_max_position_embeddings=16))),
+    "mistral": ("MistralConfig", dict(COMMON, num_key_value_heads=2, sliding_window=4)),
+    "qwen2": ("Qwen2Config", dict(COMMON, num_key_value_heads=2)),
+    "qwen3": ("Qwen3Config", dict(COMMON, num_key_value_heads=2, head_dim=32)),
+    "gemma": ("GemmaConfig", dict(COMMON, num_key_value_heads=1, head_dim=16)),
+    "gemma2": ("Gemma2Config", dict(COMMON, num_key_value_heads=2, head_dim=16, sliding_window=4,
+                                    query_pre_attn_scalar=24, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
+    "gemma3": ("Gemma3TextConfig", dict(COMMON, num_key_value_heads=1, head_dim=16, sliding_window=4,
+                                         layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                                         query_pre_attn_scalar=16)),
+    "gpt2": ("GPT2Config", dict(vocab_size=VOCAB, n_embd=64, n_layer=3, n_head=4, n_positions=128, bos_token_id=1,
+                                eos_token_id=2)),
+    "bloom": ("BloomConfig", dict(vocab_size=VOCAB, hidden_size=72, n_layer=3, n_head=6, bos_token_id=1,
+                                  eos_token_id=2, pad_token_id=0)),
+    "bert": ("BertConfig", dict(COMMON)),
+    "xlm-roberta": ("XLMRobertaConfig", dict(COMMON, pad_token_id=1)),
+}
+ENCODERS = ("bert", "xlm-roberta")
+
+
+def word_tokenizer(folder: Path) -> None:
+    """A whitespace word-level tokenizer over tokens 'w0'..'w127' (enough to load the folder)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {f"w{i}": i for i in range(VOCAB)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="w3"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def build(name: str, folder: Path):
+    """Save a seeded random model of family `name` into folder; return the torch model (eval mode)."""
+    import torch
+    import transformers
+
+    cls_name, kwargs = CONFIGS[name]
+    config = getattr(transformers, cls_name)(**kwargs)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    auto = transformers.AutoModel if name in ENCODERS else transformers.AutoModelForCausalLM
+    model = auto.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():  # random norms and biases, so that a wrong offset or a dropped bias shows
+        for pname, p in model.named_parameters():
+            if "norm" in pname.lower() or pname.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    word_tokenizer(folder)
+    return model
