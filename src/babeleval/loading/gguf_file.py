@@ -57,7 +57,7 @@ def _metadata(reader) -> dict:
     return out
 
 
-def gguf_config(meta: dict, path: Path) -> dict:
+def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
     arch = meta.get("general.architecture")
     if arch not in ARCHS:
         raise BabelevalError(f"{path}: unsupported GGUF architecture {arch!r}; supported: {', '.join(ARCHS)}")
@@ -83,6 +83,7 @@ def gguf_config(meta: dict, path: Path) -> dict:
         "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
         "attn_logit_softcapping": get("attn_logit_softcapping"),
         "final_logit_softcapping": get("final_logit_softcapping"),
+        "tie_word_embeddings": "output.weight" not in tensor_names,
     }
     if arch in ("gemma2", "gemma3"):
         window = get("attention.sliding_window")
@@ -99,7 +100,7 @@ def gguf_config(meta: dict, path: Path) -> dict:
 def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
     """Undo llama.cpp's row permutation of Q/K (interleaved -> rotate-half RoPE layout)."""
     rows = w.shape[0]
-    return w.reshape(heads, 2, rows // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def gguf_tensors(reader, meta: dict, raw: dict) -> dict[str, np.ndarray]:
@@ -143,5 +144,5 @@ def gguf_tokenizer(meta: dict):
 def read_gguf(path: Path):
     reader = _reader(path)
     meta = _metadata(reader)
-    raw = gguf_config(meta, path)
+    raw = gguf_config(meta, {t.name for t in reader.tensors}, path)
     return raw, gguf_tensors(reader, meta, raw), meta

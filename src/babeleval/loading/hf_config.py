@@ -54,7 +54,7 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         layer_types = ("sliding",) * n
     if model_type in ("qwen2", "qwen3") and not raw.get("use_sliding_window"):
         window, layer_types = None, ()
-    act = raw.get("hidden_activation") or raw.get("hidden_act") or "silu"
+    act = raw.get("hidden_activation") or raw.get("hidden_act") or flags.get("activation", "silu")
     scalar = raw.get("query_pre_attn_scalar")
     return DecoderConfig(
         arch=model_type,
@@ -126,7 +126,7 @@ def _encoder(raw: dict, model_type: str) -> EncoderConfig:
 
 def _activation(name: str) -> str:
     table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-             "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh"}
+             "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
     if name not in table:
         raise BabelevalError(f"unsupported activation {name!r}; supported: {', '.join(sorted(table))}")
     return table[name]
