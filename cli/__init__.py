@@ -1,0 +1,1 @@
+"""The `babeleval` command line: thin click commands over the library."""

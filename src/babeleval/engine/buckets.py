@@ -1,0 +1,38 @@
+"""Bucket shapes: lengths and batch sizes rounded up to a few fixed sizes so that jit
+compiles a handful of programs per task, not one per batch."""
+from __future__ import annotations
+
+
+def next_pow2(n: int, minimum: int = 1) -> int:
+    n = max(int(n), minimum)
+    return 1 << (n - 1).bit_length()
+
+
+def length_bucket(n: int, minimum: int = 16) -> int:
+    """Round up to the next of 16, 24, 32, 48, 64, 96, ...: powers of two and their midpoints,
+    so padding wastes at most a third while the number of shapes stays logarithmic."""
+    p = next_pow2(n, minimum)
+    return p * 3 // 4 if p * 3 // 4 >= n and p > minimum else p
+
+
+def batch_size_for(length: int, token_budget: int, devices: int, limit: int | None = None) -> int:
+    """The largest power-of-two batch with batch * length <= token_budget (at least one row per device)."""
+    size = max(1, token_budget // max(length, 1))
+    size = 1 << (size.bit_length() - 1)
+    if limit:
+        size = min(size, next_pow2(limit))
+    return max(size, devices)
+
+
+class CompileCounter:
+    """Counts distinct (function, shape) signatures: each one is a compiled XLA program."""
+
+    def __init__(self):
+        self.shapes: set = set()
+
+    def see(self, name: str, *shape) -> None:
+        self.shapes.add((name, *shape))
+
+    @property
+    def count(self) -> int:
+        return len(self.shapes)

@@ -1,0 +1,33 @@
+"""Requests and results as plain data: tasks build requests, the engine answers them
+in the same order, metrics read results. Nothing here knows a model or a task."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Loglikelihood:
+    """log P(continuation | context); the continuation usually starts with the target delimiter."""
+
+    context: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class Generate:
+    context: str
+    stop: tuple[str, ...] = ()
+    max_new_tokens: int = 32
+
+
+@dataclass(frozen=True)
+class Embed:
+    text: str
+    prefix: str = ""  # instruction such as "query: " or "passage: " (e5)
+
+
+@dataclass(frozen=True)
+class LoglikelihoodResult:
+    logprob: float  # sum over continuation tokens
+    is_greedy: bool  # every continuation token was the arg-max
+    num_tokens: int  # continuation tokens scored (mean-per-token scoring divides by this)

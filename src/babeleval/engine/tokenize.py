@@ -1,0 +1,27 @@
+"""The context/continuation token boundary, exactly as lm-evaluation-harness draws it
+for decoder models: encode(context + continuation) minus encode(context), trailing
+context spaces moved to the continuation, an empty context replaced by BOS (or EOS)."""
+from __future__ import annotations
+
+from ..loading.tokenizer import Tokenizer
+
+
+def split_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+    moved = []
+    for context, continuation in pairs:
+        spaces = len(context) - len(context.rstrip(" "))
+        if spaces:
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        moved.append((context, continuation))
+    prefix = tokenizer.prefix
+    wholes = tokenizer.encode_batch([c + x for c, x in moved])
+    contexts = tokenizer.encode_batch([c for c, _ in moved])
+    conts = tokenizer.encode_batch([x for _, x in moved])
+    out = []
+    for (context, _), whole, ctx, cont in zip(moved, wholes, contexts, conts):
+        if not context:
+            start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
+            out.append(([start], cont))
+        else:
+            out.append((prefix + ctx, whole[len(ctx):]))
+    return out
