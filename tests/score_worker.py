@@ -1,0 +1,27 @@
+"""Score the first XCOPA-sw questions in a separate process (optionally one of several
+jax.distributed processes) and write the log-likelihoods as JSON."""
+import json
+import sys
+from pathlib import Path
+
+
+def main(out: str, data: str, process_id: int, processes: int, port: int) -> None:
+    import jax
+
+    if processes > 1:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=processes, process_id=process_id)
+    from babeleval.engine.scoring import Scorer
+    from babeleval.loading import load_model
+    from babeleval.tasks.multiple_choice import requests_for
+    from babeleval.tasks.xcopa import load_xcopa
+
+    questions = load_xcopa(Path(data) / "xcopa" / "sw" / "test.sw.jsonl", "sw")[:12]
+    scorer = Scorer(load_model("smollm2-135m"))
+    results = scorer.loglikelihood(requests_for(questions))
+    Path(out).write_text(json.dumps({"logprob": [r.logprob for r in results], "rows": scorer.stats.rows,
+                                     "devices": jax.local_device_count(), "processes": jax.process_count()}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

@@ -1,0 +1,47 @@
+"""Data parallelism: 2 local devices give the 1-device results, and two jax.distributed
+processes on 127.0.0.1 split the work and give the single-process results."""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+
+WORKER = Path(__file__).parent / "score_worker.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn(out: Path, data: Path, devices: int, process_id=0, processes=1, port=0):
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    return subprocess.Popen([sys.executable, str(WORKER), str(out), str(data), str(process_id), str(processes), str(port)],
+                            env=env)
+
+
+def test_two_devices_equal_one_device(shared_data, tmp_path):
+    assert jax.local_device_count() == 2  # conftest asks XLA for two CPU devices
+    one, two = _spawn(tmp_path / "one.json", shared_data, 1), _spawn(tmp_path / "two.json", shared_data, 2)
+    assert one.wait(timeout=600) == 0 and two.wait(timeout=600) == 0
+    a, b = json.loads((tmp_path / "one.json").read_text()), json.loads((tmp_path / "two.json").read_text())
+    assert (a["devices"], b["devices"]) == (1, 2)
+    np.testing.assert_allclose(a["logprob"], b["logprob"], atol=1e-4)
+
+
+def test_two_processes_split_requests_and_agree(shared_data, tmp_path):
+    port = _free_port()
+    procs = [_spawn(tmp_path / f"p{i}.json", shared_data, 1, i, 2, port) for i in range(2)]
+    single = _spawn(tmp_path / "single.json", shared_data, 1)
+    assert all(p.wait(timeout=600) == 0 for p in procs + [single])
+    outs = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in range(2)]
+    ref = json.loads((tmp_path / "single.json").read_text())
+    assert all(o["processes"] == 2 for o in outs)
+    assert outs[0]["rows"] + outs[1]["rows"] == ref["rows"] and min(o["rows"] for o in outs) > 0
+    for o in outs:
+        np.testing.assert_allclose(o["logprob"], ref["logprob"], atol=1e-4)
