@@ -1,0 +1,68 @@
+"""chrF and chrF++ with sacreBLEU 2.x's numbers and signature, computed by the numba
+kernel. BLEU and TER are sacreBLEU's own (bleu(), ter()): not re-implemented."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.chrf import f_score, segment_statistics
+from ..kernels.encoding import ascii_punct_table, encode, space_table
+
+
+@dataclass(frozen=True)
+class CHRF:
+    char_order: int = 6
+    word_order: int = 0
+    beta: int = 2
+    lowercase: bool = False
+    whitespace: bool = False
+    eps_smoothing: bool = False
+
+    @property
+    def order(self) -> int:
+        return self.char_order + self.word_order
+
+    @property
+    def name(self) -> str:
+        return f"chrF{self.beta}{'+' * self.word_order}"
+
+    def signature(self, nrefs: int = 1) -> str:
+        """sacreBLEU's signature string: every setting that changes the number."""
+        return (f"nrefs:{nrefs}|case:{'lc' if self.lowercase else 'mixed'}"
+                f"|eff:{'no' if self.eps_smoothing else 'yes'}|nc:{self.char_order}|nw:{self.word_order}"
+                f"|space:{'yes' if self.whitespace else 'no'}|version:2.6.0")
+
+    def statistics(self, hypotheses: list[str], references: list[list[str]]) -> np.ndarray:
+        """references: one list per reference stream, each as long as hypotheses (sacreBLEU's layout)."""
+        prep = (lambda s: s.lower()) if self.lowercase else (lambda s: s)
+        for stream in references:
+            if len(stream) != len(hypotheses):
+                raise ValueError(f"a reference stream has {len(stream)} segments, the hypotheses {len(hypotheses)}")
+        h_codes, h_off = encode([prep(h) for h in hypotheses])
+        encoded = [encode([prep(r) for r in stream]) for stream in references]
+        r_codes = np.concatenate([c for c, _ in encoded]) if encoded else np.zeros(0, np.uint32)
+        shifts = np.cumsum([0] + [len(c) for c, _ in encoded[:-1]])
+        r_off = np.stack([off + shift for (_, off), shift in zip(encoded, shifts)])
+        return segment_statistics(h_codes, h_off, r_codes, r_off, self.char_order, self.word_order, self.beta,
+                                  self.whitespace, self.eps_smoothing, space_table(), ascii_punct_table())
+
+    def corpus_score(self, hypotheses: list[str], references: list[list[str]]) -> float:
+        stats = self.statistics(hypotheses, references).sum(axis=0)
+        return float(f_score(stats, self.order, self.beta, self.eps_smoothing))
+
+    def sentence_scores(self, hypotheses: list[str], references: list[list[str]]) -> list[float]:
+        stats = self.statistics(hypotheses, references)
+        return [float(f_score(row, self.order, self.beta, self.eps_smoothing)) for row in stats]
+
+
+def bleu(hypotheses: list[str], references: list[list[str]]):
+    import sacrebleu
+
+    return sacrebleu.corpus_bleu(hypotheses, references)
+
+
+def ter(hypotheses: list[str], references: list[list[str]]):
+    import sacrebleu
+
+    return sacrebleu.corpus_ter(hypotheses, references)
