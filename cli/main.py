@@ -107,7 +107,7 @@ def convert(src, dst, dtype):
 @click.option("--context", type=int, default=256, show_default=True)
 @friendly
 def train_bytelm(text_files, output, seconds, layers, hidden, context):
-    """Train a byte-level GPT on local text (default: UDHR-like CLDR text is not enough; pass files)."""
+    """Train a byte-level GPT on local UTF-8 text files (90% train, 10% held out)."""
     import jax
 
     from babeleval.loading import LoadedModel
