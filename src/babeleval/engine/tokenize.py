@@ -16,12 +16,9 @@ def split_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> list[tupl
     prefix = tokenizer.prefix
     wholes = tokenizer.encode_batch([c + x for c, x in moved])
     contexts = tokenizer.encode_batch([c for c, _ in moved])
-    conts = tokenizer.encode_batch([x for _, x in moved])
+    start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
     out = []
-    for (context, _), whole, ctx, cont in zip(moved, wholes, contexts, conts):
-        if not context:
-            start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
-            out.append(([start], cont))
-        else:
-            out.append((prefix + ctx, whole[len(ctx):]))
+    for (context, _), whole, ctx in zip(moved, wholes, contexts):
+        # empty context: whole == the continuation's own tokens, after BOS (or EOS)
+        out.append(([start], whole) if not context else (prefix + ctx, whole[len(ctx):]))
     return out
