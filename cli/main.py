@@ -44,7 +44,7 @@ def run(model_spec, tasks, output, limit, dtype, batch_size):
     from tqdm import tqdm
 
     from babeleval.engine.scoring import Scorer
-    from babeleval.evaluate import run_task, write_results
+    from babeleval.evaluate import load_questions, run_task, write_results
     from babeleval.loading import DEFAULT_MODEL, load_model
     from babeleval.tasks.registry import DEFAULT_SUITE, get_task
 
@@ -57,9 +57,9 @@ def run(model_spec, tasks, output, limit, dtype, batch_size):
     scorer = Scorer(model, batch_size=None if batch_size == "auto" else int(batch_size))
     results = []
     for name in tasks:
-        total = len(get_task(name).load())
-        with tqdm(total=min(total, limit or total), desc=name, unit="q", file=sys.stderr) as bar:
-            results.append(run_task(model, name, output, limit, scorer, progress=bar.update))
+        questions = load_questions(name, limit)
+        with tqdm(total=len(questions), desc=name, unit="q", file=sys.stderr) as bar:
+            results.append(run_task(model, name, output, questions, scorer, progress=bar.update))
     path = write_results(output, model, results, scorer)
     for r in results:
         m = r["metrics"]
@@ -73,12 +73,14 @@ def run(model_spec, tasks, output, limit, dtype, batch_size):
 @friendly
 def info(model_spec):
     """Print architecture, parameter count, dtype, vocabulary and maximum length."""
+    import numpy as np
+
     from babeleval.loading import load_model
 
     model = load_model(model_spec)
     cfg = model.config
     click.echo(json.dumps({"source": model.source, "arch": cfg.arch, "kind": cfg.kind, "params": model.num_params,
-                           "dtype": model.dtype.__name__, "vocab_size": cfg.vocab_size, "layers": cfg.num_layers,
+                           "dtype": np.dtype(model.dtype).name, "vocab_size": cfg.vocab_size, "layers": cfg.num_layers,
                            "hidden_size": cfg.hidden_size, "max_length": cfg.max_positions,
                            "tokenizer": model.tokenizer.kind}, indent=1))
 

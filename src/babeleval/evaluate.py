@@ -10,6 +10,8 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
 from .engine.scoring import Scorer
 from .tasks.multiple_choice import aggregate, requests_for, score_questions
 from .tasks.registry import get_task
@@ -30,10 +32,15 @@ def _done_records(path: Path) -> dict[str, dict]:
     return done
 
 
-def run_task(model, task_name: str, output: Path, limit: int | None = None, scorer: Scorer | None = None,
+def load_questions(task_name: str, limit: int | None = None) -> list:
+    questions = get_task(task_name).load()
+    return questions[:limit] if limit else questions
+
+
+def run_task(model, task_name: str, output: Path, questions: list, scorer: Scorer | None = None,
              progress=None) -> dict:
+    """Score `questions` (from load_questions) of task_name, appending to its samples file."""
     spec = get_task(task_name)
-    questions = spec.load()[:limit] if limit else spec.load()
     samples = output / f"samples_{task_name}.jsonl"
     done = _done_records(samples)
     todo = [q for q in questions if q.id not in done]
@@ -59,7 +66,7 @@ def write_results(output: Path, model, task_results: list[dict], scorer: Scorer)
     stats = scorer.stats
     summary = {
         "model": {"source": model.source, "arch": model.config.arch, "params": model.num_params,
-                  "dtype": str(model.dtype.__name__ if hasattr(model.dtype, "__name__") else model.dtype)},
+                  "dtype": np.dtype(model.dtype).name},
         "tasks": task_results,
         "engine": {"requests": stats.requests, "rows": stats.rows, "tokens_computed": stats.tokens_computed,
                    "tokens_padded": stats.tokens_padded, "compiled_programs": stats.compiles.count,
