@@ -129,7 +129,8 @@ class Scorer:
 
     def _run(self, batch: list[Row], length: int, logprob: np.ndarray, not_greedy: np.ndarray) -> None:
         arrays = [_row_arrays(r) for r in batch]
-        rows = max(next_pow2(len(batch)), num_devices())
+        devices = num_devices()
+        rows = -(-next_pow2(len(batch)) // devices) * devices  # a multiple of the device count
         scored = next_pow2(max(len(a[3]) for a in arrays), 8)
         tokens = np.zeros((rows, length), np.int32)
         positions = np.zeros((rows, length), np.int32)
