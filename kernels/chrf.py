@@ -2,17 +2,16 @@
 
 For each order, n-grams of the hypothesis and of the reference are turned into exact
 integer keys (code points re-ranked within the pair and bit-packed; word n-grams by
-a 64-bit hash of their code points), sorted, and merged: the number of matches is the
-sum of min(count_hyp, count_ref) over shared n-grams. Per order the statistics are
+a 64-bit hash of their code points) and counted in a hash table: the number of matches
+is the sum of min(count_hyp, count_ref) over shared n-grams. Per order the statistics are
 [hyp count (0 when the reference has none), ref count, matches], as in sacreBLEU.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-FNV_PRIME = np.uint64(1099511628211)
-FNV_START = np.uint64(14695981039346656037)
+from .multiset import FNV_PRIME, FNV_START, overlap_table, span_key, table_overlap
 
 
 @njit(cache=True)
@@ -62,10 +61,7 @@ def _words(codes, space, punct):
 def _word_hashes(codes, starts, ends):
     out = np.empty(len(starts), np.uint64)
     for w in range(len(starts)):
-        h = FNV_START
-        for k in range(starts[w], ends[w]):
-            h = (h ^ np.uint64(codes[k])) * FNV_PRIME
-        out[w] = (h ^ np.uint64(ends[w] - starts[w])) * FNV_PRIME
+        out[w] = span_key(codes, starts[w], ends[w])
     return out
 
 
@@ -87,23 +83,7 @@ def _ngram_keys(symbols, n, bits):
             for j in range(n):
                 k = (k ^ np.uint64(symbols[i + j])) * FNV_PRIME
         keys[i] = k
-    return np.sort(keys)
-
-
-@njit(cache=True)
-def _matches(a, b):
-    """Sum over keys of min(count in a, count in b); a and b sorted."""
-    i = j = m = 0
-    while i < len(a) and j < len(b):
-        if a[i] == b[j]:
-            m += 1
-            i += 1
-            j += 1
-        elif a[i] < b[j]:
-            i += 1
-        else:
-            j += 1
-    return m
+    return keys
 
 
 @njit(cache=True)
@@ -117,7 +97,7 @@ def _rank_pair(h, r):
 
 
 @njit(cache=True)
-def pair_statistics(h, r, char_order, word_order, whitespace, space, punct):
+def pair_statistics(h, r, char_order, word_order, whitespace, space, punct, table):
     """[hyp, ref, match] for each char order then each word order, for one pair."""
     stats = np.zeros(3 * (char_order + word_order), np.int64)
     hc = h if whitespace else _strip_spaces(h, space)
@@ -128,7 +108,7 @@ def pair_statistics(h, r, char_order, word_order, whitespace, space, punct):
         base = 3 * (n - 1)
         stats[base] = len(hk) if len(rk) > 0 else 0
         stats[base + 1] = len(rk)
-        stats[base + 2] = _matches(hk, rk)
+        stats[base + 2] = table_overlap(hk, rk, *table)
     if word_order > 0:
         hw0, hw1 = _words(h, space, punct)
         rw0, rw1 = _words(r, space, punct)
@@ -138,7 +118,7 @@ def pair_statistics(h, r, char_order, word_order, whitespace, space, punct):
             base = 3 * (char_order + n - 1)
             stats[base] = len(hk) if len(rk) > 0 else 0
             stats[base + 1] = len(rk)
-            stats[base + 2] = _matches(hk, rk)
+            stats[base + 2] = table_overlap(hk, rk, *table)
     return stats
 
 
@@ -172,21 +152,29 @@ def f_score(stats, order, beta, eps_smoothing):
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def segment_statistics(h_codes, h_off, r_codes, r_off, char_order, word_order, beta, whitespace, eps_smoothing,
-                       space, punct):
-    """Best-reference statistics per segment: [segments, 3 * order]. r_off is [refs, segments + 1]."""
+                       space, punct, chunks):
+    """Best-reference statistics per segment: [segments, 3 * order]. r_off is [refs, segments + 1].
+    Segments are split into `chunks` contiguous runs (one per thread), each with its own table."""
     order = char_order + word_order
     segments = len(h_off) - 1
     out = np.zeros((segments, 3 * order), np.int64)
+    longest = 1
     for s in range(segments):
-        h = h_codes[h_off[s]:h_off[s + 1]]
-        best = -1.0
+        longest = max(longest, h_off[s + 1] - h_off[s])
         for k in range(r_off.shape[0]):
-            r = r_codes[r_off[k, s]:r_off[k, s + 1]]
-            stats = pair_statistics(h, r, char_order, word_order, whitespace, space, punct)
-            f = f_score(stats, order, beta, eps_smoothing)
-            if f > best:
-                best = f
-                out[s] = stats
+            longest = max(longest, r_off[k, s + 1] - r_off[k, s])
+    for chunk in prange(chunks):
+        table = overlap_table(longest)
+        for s in range(chunk * segments // chunks, (chunk + 1) * segments // chunks):
+            h = h_codes[h_off[s]:h_off[s + 1]]
+            best = -1.0
+            for k in range(r_off.shape[0]):
+                r = r_codes[r_off[k, s]:r_off[k, s + 1]]
+                stats = pair_statistics(h, r, char_order, word_order, whitespace, space, punct, table)
+                f = f_score(stats, order, beta, eps_smoothing)
+                if f > best:
+                    best = f
+                    out[s] = stats
     return out

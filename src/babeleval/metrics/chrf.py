@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from ..kernels.chrf import f_score, segment_statistics
@@ -45,7 +46,8 @@ class CHRF:
         shifts = np.cumsum([0] + [len(c) for c, _ in encoded[:-1]])
         r_off = np.stack([off + shift for (_, off), shift in zip(encoded, shifts)])
         return segment_statistics(h_codes, h_off, r_codes, r_off, self.char_order, self.word_order, self.beta,
-                                  self.whitespace, self.eps_smoothing, space_table(), ascii_punct_table())
+                                  self.whitespace, self.eps_smoothing, space_table(), ascii_punct_table(),
+                                  numba.get_num_threads())
 
     def corpus_score(self, hypotheses: list[str], references: list[list[str]]) -> float:
         stats = self.statistics(hypotheses, references).sum(axis=0)
