@@ -132,3 +132,31 @@ def train_bytelm(text_files, output, seconds, layers, hidden, context):
 
 if __name__ == "__main__":
     cli()
+
+
+@cli.command()
+@click.option("--tokenizer", "-t", "tokenizers", multiple=True,
+              help="Tokenizer name (gemma3, qwen3, llama3, mistral-tekken, mistral-sp, smollm2, gemma3-gguf, bytes), "
+                   ".gguf file, tokenizer.json / tekken*.json / .model file or folder; repeatable (default: all but "
+                   "gemma3-gguf).")
+@click.option("--corpus", default="udhr", show_default=True,
+              help="udhr, tokenizerbench, sib200, nusax, or a UTF-8 text file (then one --languages code).")
+@click.option("--languages", default=None, help="Comma-separated codes (default: the corpus's ~100 UDHR languages).")
+@click.option("--english", default="eng", show_default=True, help="The language the token tax is relative to.")
+@click.option("--output", type=click.Path(path_type=Path), default=Path("results/fertility"), show_default=True)
+@friendly
+def fertility(tokenizers, corpus, languages, english, output):
+    """Audit tokenizers: fertility, continued words, UNK share, tokens per character, bytes per
+    token and token tax per language and script; writes JSON, Markdown and a PNG/SVG chart."""
+    from babeleval.fertility import DEFAULT_TOKENIZERS, audit, load_audit_tokenizer, write_report
+    from babeleval.fertility.corpora import load_corpus
+
+    text = load_corpus(corpus, languages.split(",") if languages else None)
+    click.echo(f"{corpus}: {len(text)} languages, {sum(map(len, text.values()))} units", err=True)
+    results = {}
+    for name in tokenizers or DEFAULT_TOKENIZERS:
+        start = time.perf_counter()
+        results[name] = audit(load_audit_tokenizer(name), text, english)
+        click.echo(f"{name}: {time.perf_counter() - start:.1f} s", err=True)
+    for path in write_report(results, corpus, output):
+        click.echo(path)

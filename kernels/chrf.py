@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .encoding import longest_text
 from .multiset import FNV_PRIME, FNV_START, overlap_table, span_key, table_overlap
 
 
@@ -160,11 +161,7 @@ def segment_statistics(h_codes, h_off, r_codes, r_off, char_order, word_order, b
     order = char_order + word_order
     segments = len(h_off) - 1
     out = np.zeros((segments, 3 * order), np.int64)
-    longest = 1
-    for s in range(segments):
-        longest = max(longest, h_off[s + 1] - h_off[s])
-        for k in range(r_off.shape[0]):
-            longest = max(longest, r_off[k, s + 1] - r_off[k, s])
+    longest = longest_text(h_off, r_off)
     for chunk in prange(chunks):
         table = overlap_table(longest)
         for s in range(chunk * segments // chunks, (chunk + 1) * segments // chunks):

@@ -7,6 +7,7 @@ import string
 import unicodedata
 
 import numpy as np
+from numba import njit
 
 
 def encode(texts: list[str], lower: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -66,3 +67,32 @@ def code_point_table(ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
     for lo, hi in ranges:
         table[lo:hi + 1] = True
     return table
+
+
+@njit(cache=True)
+def in_table(table, c):
+    """table[c], False past the end of the table."""
+    return c < len(table) and table[c]
+
+
+@njit(cache=True)
+def longest_text(h_off, r_off):
+    """Longest text of a hypothesis stream (offsets) and its reference streams ([refs, n + 1]); at least 1."""
+    longest = 1
+    for s in range(len(h_off) - 1):
+        longest = max(longest, h_off[s + 1] - h_off[s])
+        for k in range(r_off.shape[0]):
+            longest = max(longest, r_off[k, s + 1] - r_off[k, s])
+    return longest
+
+
+def encode_streams(streams: list[list[str]], segments: int, lower: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Reference streams (sacreBLEU's layout: one list per reference, each `segments` long,
+    as long as the hypotheses) -> codes and [streams, segments + 1] offsets into them."""
+    for stream in streams:
+        if len(stream) != segments:
+            raise ValueError(f"a reference stream has {len(stream)} segments, the hypotheses {segments}")
+    encoded = [encode(stream, lower) for stream in streams]
+    codes = np.concatenate([c for c, _ in encoded]) if encoded else np.zeros(0, np.uint32)
+    shifts = np.cumsum([0] + [len(c) for c, _ in encoded[:-1]])
+    return codes, np.stack([off + shift for (_, off), shift in zip(encoded, shifts)])

@@ -8,12 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .encoding import in_table
 from .multiset import overlap, span_key
-
-
-@njit(cache=True)
-def _is(table, c):
-    return c < len(table) and table[c]
 
 
 @njit(cache=True)
@@ -37,7 +33,7 @@ def normalized_tokens(codes, punct, word, space, art_codes, art_off, single, buf
     their number. buf and keys are scratch space at least as long as codes."""
     n = 0
     for c in codes:
-        if not _is(punct, c):
+        if not in_table(punct, c):
             buf[n] = c
             n += 1
     count = 0
@@ -45,19 +41,19 @@ def normalized_tokens(codes, punct, word, space, art_codes, art_off, single, buf
     i = 0
     while i < n:
         c = buf[i]
-        if _is(space, c) or _is(single, c):
+        if in_table(space, c) or in_table(single, c):
             if start >= 0:
                 keys[count] = span_key(buf, start, i)
                 count += 1
                 start = -1
-            if _is(single, c):
+            if in_table(single, c):
                 keys[count] = span_key(buf, i, i + 1)
                 count += 1
             i += 1
             continue
-        if _is(word, c) and (i == 0 or not _is(word, buf[i - 1])):
+        if in_table(word, c) and (i == 0 or not in_table(word, buf[i - 1])):
             j = i + 1
-            while j < n and _is(word, buf[j]):
+            while j < n and in_table(word, buf[j]):
                 j += 1
             if _is_article(buf, i, j, art_codes, art_off):  # the article becomes a space
                 if start >= 0:

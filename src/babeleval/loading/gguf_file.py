@@ -146,3 +146,8 @@ def read_gguf(path: Path):
     meta = _metadata(reader)
     raw = gguf_config(meta, {t.name for t in reader.tensors}, path)
     return raw, gguf_tensors(reader, meta, raw), meta
+
+
+def read_gguf_metadata(path: Path) -> dict:
+    """The key/value metadata only (tokenizer, architecture), without dequantising tensors."""
+    return _metadata(_reader(path))

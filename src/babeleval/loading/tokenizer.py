@@ -41,6 +41,8 @@ class Tokenizer:
         """Tokens the model expects before any text (BOS for Gemma-style models)."""
         return [self.special.bos_id] if self.special.add_bos and self.special.bos_id is not None else []
 
+    unk_id: int | None = None
+
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text])[0]
 
@@ -57,6 +59,7 @@ class HFTokenizer(Tokenizer):
         super().__init__(special)
         self.backend = backend
         self.vocab_size = backend.get_vocab_size()
+        self.unk_id = self.token_id(json.loads(backend.to_str())["model"].get("unk_token"))
 
     def encode_batch(self, texts, special_tokens: bool = False) -> list[list[int]]:
         return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=special_tokens)]
@@ -82,6 +85,7 @@ class SentencePieceTokenizer(Tokenizer):
         sp_id = lambda i: i if i >= 0 else None
         super().__init__(special or Special(sp_id(self.sp.bos_id()), sp_id(self.sp.eos_id()), sp_id(self.sp.pad_id())))
         self.vocab_size = self.sp.get_piece_size()
+        self.unk_id = sp_id(self.sp.unk_id())
 
     def encode_batch(self, texts, special_tokens: bool = False) -> list[list[int]]:
         return self.sp.encode(list(texts))
@@ -112,6 +116,33 @@ class ByteTokenizer(Tokenizer):
         pass
 
 
+class TekkenTokenizer(Tokenizer):
+    """Mistral's Tekken (tiktoken-style byte-level BPE) through mistral-common; read-only."""
+
+    kind = "tekken"
+
+    def __init__(self, path: Path):
+        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+        self.tekken = Tekkenizer.from_file(str(path))
+        super().__init__(Special(self.tekken.bos_id, self.tekken.eos_id, self.tekken.pad_id))
+        self.vocab_size = self.tekken.n_words
+        self.unk_id = self.tekken.unk_id
+
+    def encode_batch(self, texts, special_tokens: bool = False) -> list[list[int]]:
+        # Tekkenizer.encode is its tiktoken model's encode_ordinary shifted past the special
+        # tokens (tiktoken's own batch call is ~15x slower on a million single words).
+        shift = self.tekken.num_special_tokens
+        prefix = [self.tekken.bos_id] if special_tokens else []
+        return [prefix + [i + shift for i in ids] for ids in map(self.tekken._model.encode_ordinary, texts)]
+
+    def decode(self, ids) -> str:
+        return self.tekken.decode(list(ids))
+
+    def _save_vocab(self, folder: Path) -> None:
+        raise NotImplementedError("Tekken tokenizers are read from mistral-common's files, not saved")
+
+
 def load_tokenizer(folder: Path) -> Tokenizer:
     """Restore a tokenizer written by Tokenizer.save()."""
     meta = json.loads((folder / META).read_text())
@@ -127,7 +158,7 @@ def load_tokenizer(folder: Path) -> Tokenizer:
 
 
 def tokenizer_from_file(path: Path, special: Special | None = None) -> Tokenizer:
-    """A bare tokenizer file: tokenizer.json, a SentencePiece .model, or a folder holding one."""
+    """A bare tokenizer file: tokenizer.json, tekken*.json, a SentencePiece .model, or a folder holding one."""
     path = Path(path)
     if path.is_dir():
         if (path / META).exists():
@@ -136,6 +167,8 @@ def tokenizer_from_file(path: Path, special: Special | None = None) -> Tokenizer
             if (path / name).exists():
                 return tokenizer_from_file(path / name, special)
         raise FileNotFoundError(f"{path}: no tokenizer.json or tokenizer.model inside")
+    if path.suffix == ".json" and path.name.startswith("tekken"):
+        return TekkenTokenizer(path)
     if path.suffix == ".json":
         from tokenizers import Tokenizer as Backend
 

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from ..kernels.chrf import f_score, segment_statistics
-from ..kernels.encoding import ascii_punct_table, encode, space_table
+from ..kernels.encoding import ascii_punct_table, encode, encode_streams, space_table
 
 
 @dataclass(frozen=True)
@@ -36,15 +36,8 @@ class CHRF:
 
     def statistics(self, hypotheses: list[str], references: list[list[str]]) -> np.ndarray:
         """references: one list per reference stream, each as long as hypotheses (sacreBLEU's layout)."""
-        prep = (lambda s: s.lower()) if self.lowercase else (lambda s: s)
-        for stream in references:
-            if len(stream) != len(hypotheses):
-                raise ValueError(f"a reference stream has {len(stream)} segments, the hypotheses {len(hypotheses)}")
-        h_codes, h_off = encode([prep(h) for h in hypotheses])
-        encoded = [encode([prep(r) for r in stream]) for stream in references]
-        r_codes = np.concatenate([c for c, _ in encoded]) if encoded else np.zeros(0, np.uint32)
-        shifts = np.cumsum([0] + [len(c) for c, _ in encoded[:-1]])
-        r_off = np.stack([off + shift for (_, off), shift in zip(encoded, shifts)])
+        h_codes, h_off = encode(hypotheses, self.lowercase)
+        r_codes, r_off = encode_streams(references, len(hypotheses), self.lowercase)
         return segment_statistics(h_codes, h_off, r_codes, r_off, self.char_order, self.word_order, self.beta,
                                   self.whitespace, self.eps_smoothing, space_table(), ascii_punct_table(),
                                   numba.get_num_threads())
