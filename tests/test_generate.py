@@ -1,0 +1,79 @@
+"""Greedy KV-cache generation equals transformers' batched greedy generate on real
+XQuAD-hi prompts with SmolLM2-135M; batched equals one at a time; stop strings, EOS,
+max_new_tokens and left truncation."""
+import json
+
+import numpy as np
+import pytest
+
+from babeleval.engine.generate import Generator, cut_at_stop
+from babeleval.engine.requests import Generate
+from real_models import ours, pad, reference
+
+
+def xquad_prompts(shared_data, n, max_chars=None):
+    data = json.loads((shared_data / "xquad" / "xquad.hi.json").read_text(encoding="utf-8"))
+    prompts = [f"Context: {p['context']}\nQuestion: {qa['question']}\nAnswer:"
+               for art in data["data"] for p in art["paragraphs"] for qa in p["qas"][:1]]
+    if max_chars:
+        prompts = [p for p in prompts if len(p) <= max_chars]
+    return prompts[:n]
+
+
+def transformers_generate(generator, prompts, max_new, stop_ids=None):
+    """transformers' batched greedy generate on the same (left-truncated) prompt tokens;
+    stop_ids: extra token ids that end a row, as EOS does."""
+    import torch
+
+    hf = reference("smollm2-135m")
+    tok = generator.model.tokenizer
+    ids, mask = pad([generator.prompt_tokens(p, max_new) for p in prompts], left=True)
+    with torch.no_grad():
+        out = hf.generate(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), max_new_tokens=max_new,
+                          do_sample=False, pad_token_id=tok.eos_id, eos_token_id=[tok.eos_id, *(stop_ids or ())])
+    texts = []
+    for row in out[:, ids.shape[1]:].tolist():
+        texts.append(tok.decode([t for t in row[:row.index(tok.eos_id)] if t != tok.eos_id]
+                                if tok.eos_id in row else row))
+    return texts
+
+
+@pytest.fixture(scope="module")
+def model():
+    return ours("smollm2-135m")
+
+
+def test_equal_transformers_batched_greedy_generate_on_xquad_hi(shared_data, model):
+    prompts = xquad_prompts(shared_data, 6)
+    generator = Generator(model, max_length=160)  # XQuAD contexts are left-truncated to fit
+    expected = transformers_generate(generator, prompts, 24)
+    got = generator.generate([Generate(p, (), 24) for p in prompts])
+    assert got == expected
+    assert generator.stats.compiles.count <= 2
+    stopped = generator.generate([Generate(p, ("\n",), 24) for p in prompts])
+    assert stopped == [cut_at_stop(t, ("\n",)) for t in expected]
+    assert any("\n" in t for t in expected)
+
+
+def test_batched_equals_one_at_a_time_and_order_is_kept(shared_data, model):
+    prompts = xquad_prompts(shared_data, 5)[::-1] + ["The capital of France is"]
+    requests = [Generate(p, ("\n\n",), 12) for p in prompts]
+    batched = Generator(model, max_length=128).generate(requests)
+    one = Generator(model, max_length=128, batch_size=1)
+    single = [one.generate([r])[0] for r in requests]
+    assert batched == single
+    assert "Paris" in batched[-1]
+
+
+def test_max_new_tokens_and_left_truncation(shared_data, model):
+    long_prompt = xquad_prompts(shared_data, 1)[0] * 4
+    generator = Generator(model, max_length=256)
+    assert len(generator.prompt_tokens(long_prompt, 8)) == 256 - 8
+    text = generator.generate([Generate(long_prompt, (), 8)])[0]
+    assert 0 < len(model.tokenizer.encode(text)) <= 9
+    assert generator.stats.new_tokens <= 8
+
+
+def test_cut_at_stop_takes_the_earliest_stop():
+    assert cut_at_stop("abc\ndef.", ("." , "\n")) == "abc"
+    assert cut_at_stop("abc", ("\n",)) == "abc"
