@@ -42,9 +42,10 @@ class Attention(nn.Module):
             scaling = () if sliding and cfg.rope_local_theta else cfg.rope_scaling
             inv_freq = jnp.asarray(rope_inv_freq(cfg.head_dim, theta, scaling))
             q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
+        k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, D], the cache layout
         if cache is not None:
-            k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, cache_index, 0, 0))
-            v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), (0, cache_index, 0, 0))
+            k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, 0, cache_index, 0))
+            v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), (0, 0, cache_index, 0))
             cache = {"k": k, "v": v}
         distance = positions[:, :, None] - kv_positions[:, None, :]  # [B, T, S]
         if sliding:
@@ -53,7 +54,7 @@ class Attention(nn.Module):
         if cfg.position == "alibi":
             bias = -jnp.asarray(alibi_slopes(cfg.num_heads))[None, :, None, None] * distance[:, None].astype(jnp.float32)
         scale = cfg.attn_scale or cfg.head_dim ** -0.5
-        out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias)
+        out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias, causal=True)
         return dense(cfg.hidden_size, cfg.out_bias, "o")(out), cache
 
 
@@ -129,5 +130,5 @@ class Decoder(nn.Module):
 
 
 def empty_cache(cfg: DecoderConfig, batch: int, length: int, dtype=jnp.float32):
-    shape = (batch, length, cfg.num_kv_heads, cfg.head_dim)
+    shape = (batch, cfg.num_kv_heads, length, cfg.head_dim)
     return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(cfg.num_layers)]

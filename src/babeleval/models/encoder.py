@@ -22,6 +22,7 @@ class SelfAttention(nn.Module):
         b, t, _ = x.shape
         dense = lambda name: nn.Dense(cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype, name=name)
         q, k, v = (dense(n)(x).reshape(b, t, cfg.num_heads, cfg.head_dim) for n in ("q", "k", "v"))
+        k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, H, T, D]
         return dense("o")(attend(q, k, v, mask, cfg.head_dim ** -0.5))
 
 

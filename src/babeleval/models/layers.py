@@ -82,23 +82,46 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
     return np.asarray(slopes, dtype=np.float32)
 
 
-def attend(q, k, v, mask, scale, softcap=None, bias=None):
-    """Grouped-query attention over an explicit boolean mask.
+QUERY_CHUNK = 128
 
-    q: [B, T, H, D]; k, v: [B, S, Hkv, D]; mask: [B, T, S]; bias: [B, H, T, S] or None.
-    """
+
+def _attend_block(q, k, v, mask, scale, softcap, bias):
+    """q: [B, T, H, D]; k, v: [B, Hkv, S, D] (head-major, the KV cache's layout); mask: [B, T, S].
+    The grouped query heads are stacked along the rows of one [G*T, D] x [D, S] product per KV head."""
     b, t, h, d = q.shape
-    hkv = k.shape[2]
-    q = q.reshape(b, t, hkv, h // hkv, d)
-    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32) * scale
+    hkv = k.shape[1]
+    g = h // hkv
+    q = q.reshape(b, t, hkv, g, d).transpose(0, 2, 3, 1, 4).reshape(b, hkv, g * t, d)
+    scores = jnp.einsum("bkqd,bksd->bkqs", q, k, preferred_element_type=jnp.float32) * scale
+    scores = scores.reshape(b, hkv, g, t, -1)
     if softcap:
         scores = jnp.tanh(scores / softcap) * softcap
     if bias is not None:
-        scores = scores + bias.reshape(b, hkv, h // hkv, t, -1)
+        scores = scores + bias.reshape(b, hkv, g, t, -1)
     scores = jnp.where(mask[:, None, None], scores, NEG_INF)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
-    return out.reshape(b, t, h * d)
+    out = jnp.einsum("bkqs,bksd->bkqd", probs.reshape(b, hkv, g * t, -1), v)
+    return out.reshape(b, hkv, g, t, d).transpose(0, 3, 1, 2, 4).reshape(b, t, h * d)
+
+
+def attend(q, k, v, mask, scale, softcap=None, bias=None, causal=False):
+    """Grouped-query attention over an explicit boolean mask.
+
+    q: [B, T, H, D]; k, v: [B, Hkv, S, D]; mask: [B, T, S]; bias: [B, H, T, S] or None.
+    causal: query i never attends to a key past index i (keys indexed from 0 like the
+    queries, as in a prefill or a packed row); long inputs then run in chunks of queries,
+    each against the keys up to its end only, which skips the masked upper triangle.
+    """
+    t = q.shape[1]
+    if not causal or t <= QUERY_CHUNK:
+        return _attend_block(q, k, v, mask, scale, softcap, bias)
+    outs = []
+    for start in range(0, t, QUERY_CHUNK):
+        end = min(start + QUERY_CHUNK, t)
+        keys = min(end, k.shape[2])
+        outs.append(_attend_block(q[:, start:end], k[:, :, :keys], v[:, :, :keys], mask[:, start:end, :keys], scale, softcap,
+                                  None if bias is None else bias[:, :, start:end, :keys]))
+    return jnp.concatenate(outs, axis=1)
 
 
 class MLP(nn.Module):
