@@ -19,7 +19,7 @@ def main(out: str, data: str, process_id: int, processes: int, port: int) -> Non
     questions = load_xcopa(Path(data) / "xcopa" / "sw" / "test.sw.jsonl", "sw")[:12]
     scorer = Scorer(load_model("smollm2-135m"))
     results = scorer.loglikelihood(requests_for(questions))
-    Path(out).write_text(json.dumps({"logprob": [r.logprob for r in results], "rows": scorer.stats.rows,
+    Path(out).write_text(json.dumps({"logprob": [r.logprob for r in results], "rows": scorer.stats.questions,
                                      "devices": jax.local_device_count(), "processes": jax.process_count()}))
 
 

@@ -63,5 +63,7 @@ def test_empty_continuation_is_handled():
 def test_options_share_context_and_compiled_programs_stay_few(xcopa_sw):
     scorer = Scorer(ours("smollm2-135m"))
     scorer.loglikelihood(requests_for(xcopa_sw))
-    assert scorer.stats.rows == len(xcopa_sw)  # one packed row per question: context computed once
+    assert scorer.stats.questions == len(xcopa_sw)  # one packed row per question: context computed once
+    assert scorer.stats.lines < len(xcopa_sw) / 2  # short questions share lines
+    assert scorer.stats.tokens_padded < 1.3 * scorer.stats.tokens_computed
     assert scorer.stats.compiles.count <= 6

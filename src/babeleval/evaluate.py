@@ -68,7 +68,7 @@ def write_results(output: Path, model, task_results: list[dict], scorer: Scorer)
         "model": {"source": model.source, "arch": model.config.arch, "params": model.num_params,
                   "dtype": np.dtype(model.dtype).name},
         "tasks": task_results,
-        "engine": {"requests": stats.requests, "rows": stats.rows, "tokens_computed": stats.tokens_computed,
+        "engine": {"requests": stats.requests, "questions": stats.questions, "lines": stats.lines, "tokens_computed": stats.tokens_computed,
                    "tokens_padded": stats.tokens_padded, "compiled_programs": stats.compiles.count,
                    "seconds": round(stats.seconds, 2)},
     }

@@ -9,6 +9,7 @@ from typing import Callable
 
 from ..errors import BabelevalError
 from .cldr import LANGUAGES, load_cldr
+from .sib200 import load_sib200
 from .xcopa import CONNECTORS, load_xcopa
 
 
@@ -40,6 +41,10 @@ TASKS = {
                               source="CLDR weekday names via babel; 7 options per question"),
 }
 TASKS.update({f"xcopa-{lang}": _xcopa(lang, "test") for lang in CONNECTORS})
+SIB200_LANGUAGES = ("eng_Latn", "hin_Deva", "swh_Latn", "amh_Ethi", "tam_Taml", "yor_Latn", "zho_Hans", "arb_Arab")
+TASKS.update({f"sib200-{lang}": TaskSpec(f"sib200-{lang}", lambda lang=lang: load_sib200(data_root() / "sib200" / lang),
+                                         (lang,), source="SIB-200 test split as 7-way multiple choice")
+              for lang in SIB200_LANGUAGES})
 DEFAULT_SUITE = ("cldr-months", "cldr-weekdays")
 
 
