@@ -167,7 +167,7 @@ class Scorer:
         arrays = [_line_arrays(line) for line in batch]
         devices = num_devices()
         rows = -(-next_pow2(len(batch)) // devices) * devices  # a multiple of the device count
-        scored = next_pow2(max(len(a[4]) for a in arrays), 8)
+        scored = length_bucket(max(len(a[4]) for a in arrays), 8)
         tokens = np.zeros((rows, length), np.int32)
         positions = np.zeros((rows, length), np.int32)
         groups = np.full((rows, length), -1, np.int32)
