@@ -88,7 +88,8 @@ def test_lm_eval_hf(benchmark, task):
     record(benchmark, task, "lm_eval", TASKS[task](SIZES[task]), lambda r: lm_eval_loglikelihood(lm, r))
     ours_lp, _, ours_acc = RESULTS[(task, "babeleval")]
     lp, _, acc = RESULTS[(task, "lm_eval")]
-    assert np.abs(lp - ours_lp).max() <= 1e-3 and acc == ours_acc
+    # summed log-probs reach -200 on long Tamil rows: fp32 sums agree to 1e-5 relative
+    assert np.all(np.abs(lp - ours_lp) <= 1e-3 + 1e-5 * np.abs(lp)) and acc == ours_acc
     print(f"speed-up vs lm-eval HF: {RESULTS[(task, 'babeleval')][1] / RESULTS[(task, 'lm_eval')][1]:.2f}x")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, prange
 
 from .encoding import longest_text
-from .multiset import FNV_PRIME, FNV_START, overlap_table, span_key, table_overlap
+from .multiset import FNV_PRIME, FNV_START, overlap_table, span_keys, table_overlap
 
 
 @njit(cache=True)
@@ -56,14 +56,6 @@ def _words(codes, space, punct):
             n += 1
         i = j
     return starts[:n], ends[:n]
-
-
-@njit(cache=True)
-def _word_hashes(codes, starts, ends):
-    out = np.empty(len(starts), np.uint64)
-    for w in range(len(starts)):
-        out[w] = span_key(codes, starts[w], ends[w])
-    return out
 
 
 @njit(cache=True)
@@ -113,7 +105,7 @@ def pair_statistics(h, r, char_order, word_order, whitespace, space, punct, tabl
     if word_order > 0:
         hw0, hw1 = _words(h, space, punct)
         rw0, rw1 = _words(r, space, punct)
-        hw, rw = _word_hashes(h, hw0, hw1), _word_hashes(r, rw0, rw1)
+        hw, rw = span_keys(h, hw0, hw1), span_keys(r, rw0, rw1)
         for n in range(1, word_order + 1):
             hk, rk = _ngram_keys(hw, n, 64), _ngram_keys(rw, n, 64)
             base = 3 * (char_order + n - 1)
@@ -149,7 +141,9 @@ def f_score(stats, order, beta, eps_smoothing):
     avg_prec /= effective
     avg_rec /= effective
     if avg_prec + avg_rec:
-        return 100 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec)
+        score = (1 + factor) * avg_prec * avg_rec
+        score /= factor * avg_prec + avg_rec  # sacreBLEU's operation order: ties between references break alike
+        return 100 * score
     return 0.0
 
 

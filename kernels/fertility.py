@@ -7,7 +7,6 @@ import numpy as np
 from numba import njit
 
 from .encoding import in_table
-from .multiset import span_key
 
 
 @njit(cache=True)
@@ -48,15 +47,6 @@ def group_counts(word_tokens, word_unks, group, groups):
         out[g, 1] += word_tokens[w]
         out[g, 2] += word_tokens[w] >= 2
         out[g, 3] += word_unks[w]
-    return out
-
-
-@njit(cache=True)
-def span_keys(codes, starts, ends):
-    """64-bit key of each span's code points."""
-    out = np.empty(len(starts), np.uint64)
-    for i in range(len(starts)):
-        out[i] = span_key(codes, starts[i], ends[i])
     return out
 
 

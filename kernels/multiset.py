@@ -20,6 +20,15 @@ def span_key(codes, start, end):
 
 
 @njit(cache=True)
+def span_keys(codes, starts, ends):
+    """span_key of each span."""
+    out = np.empty(len(starts), np.uint64)
+    for i in range(len(starts)):
+        out[i] = span_key(codes, starts[i], ends[i])
+    return out
+
+
+@njit(cache=True)
 def overlap(a, b):
     """Sum over keys of min(count in a, count in b); a and b sorted."""
     i = j = m = 0

@@ -70,3 +70,9 @@ def test_chrf_equals_sacrebleu_on_generated_unicode(triples, kwargs):
     assert abs(ours.corpus_score(hyps, refs[:1]) - ref_metric.corpus_score(hyps, refs[:1]).score) <= 1e-9
     for i, h in enumerate(hyps):
         assert abs(ours.sentence_scores([h], [[refs[0][i]]])[0] - ref_metric.sentence_score(h, [refs[0][i]]).score) <= 1e-9
+
+
+def test_tied_references_break_like_sacrebleu():
+    # both references score 4.1666...; one ulp decides which one's statistics the corpus sums
+    hyps, refs = ["", "---b"], [["a", "aaa-a"], ["", ".aab"]]
+    assert CHRF(word_order=2).corpus_score(hyps, refs) == sacrebleu.corpus_chrf(hyps, refs, word_order=2).score

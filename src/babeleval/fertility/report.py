@@ -38,6 +38,7 @@ def chart(results: dict[str, dict], path_stem: Path, metric: str = "fertility") 
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "babeleval"
     import matplotlib.pyplot as plt
 
     names = list(results)
@@ -56,8 +57,8 @@ def chart(results: dict[str, dict], path_stem: Path, metric: str = "fertility") 
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     paths = [path_stem.with_suffix(".png"), path_stem.with_suffix(".svg")]
-    for path in paths:
-        fig.savefig(path, dpi=130)
+    for path in paths:  # no timestamps: re-running an audit rewrites identical files
+        fig.savefig(path, dpi=130, metadata={"Date": None} if path.suffix == ".svg" else {"Software": None})
     plt.close(fig)
     return paths
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.encoding import encode, space_table, unicode_tables
-from ..kernels.fertility import distinct_ids, span_keys, word_spans
+from ..kernels.fertility import distinct_ids, word_spans
+from ..kernels.multiset import span_keys
 from ..scripts import no_space_table
 
 RULE = ("words = maximal runs of non-whitespace, non-punctuation (Unicode P*) characters; runs in Thai, Lao, "
