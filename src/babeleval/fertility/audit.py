@@ -15,11 +15,11 @@ from ..scripts import script_of
 from .segment import Words, segment
 
 
-def _token_counts(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens and UNK tokens per text, no special tokens."""
+def _token_counts(tokenizer: Tokenizer, texts: list[str], unks: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens and (when asked) UNK tokens per text, no special tokens."""
     encoded = tokenizer.encode_batch(texts)
     counts = np.fromiter(map(len, encoded), np.int64, len(encoded))
-    if tokenizer.unk_id is None:
+    if tokenizer.unk_id is None or not unks:
         return counts, np.zeros_like(counts)
     unk = tokenizer.unk_id
     return counts, np.fromiter((ids.count(unk) for ids in encoded), np.int64, len(encoded))
@@ -48,9 +48,9 @@ def audit(tokenizer: Tokenizer, corpus: dict[str, dict[str, str]], english: str 
     words = segment(texts)
     word_tokens, word_unks = word_counts(tokenizer, words)
     per_word = group_counts(word_tokens, word_unks, text_lang[words.text], len(languages))
-    text_tokens, _ = _token_counts(tokenizer, texts)
+    text_tokens, _ = _token_counts(tokenizer, texts, unks=False)
     chars = np.fromiter(map(len, texts), np.int64, len(texts))
-    nbytes = np.fromiter((len(t.encode("utf-8")) for t in texts), np.int64, len(texts))
+    nbytes = words.utf8_bytes_per_text()
     per_text = np.stack([np.bincount(text_lang, w, len(languages)) for w in (chars, nbytes, text_tokens)], 1)
 
     unit_tokens = {lang: {} for lang in languages}

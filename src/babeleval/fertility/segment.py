@@ -46,10 +46,15 @@ def dictionary_words(run: str) -> list[str]:
     return [run[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
+def _lengths(bounds: list[int]) -> list[int]:
+    return [b - a for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
 @dataclass
 class Words:
     """Word spans over the texts' code points, in order; text[i] is the text word i is from."""
     codes: np.ndarray
+    offsets: np.ndarray
     joined: str
     starts: np.ndarray
     ends: np.ndarray
@@ -57,6 +62,12 @@ class Words:
 
     def __len__(self):
         return len(self.starts)
+
+    def utf8_bytes_per_text(self) -> np.ndarray:
+        """UTF-8 length of each segmented text, from its code points."""
+        width = 1 + (self.codes >= 0x80) + (self.codes >= 0x800) + (self.codes >= 0x10000)
+        totals = np.concatenate([[0], np.cumsum(width, dtype=np.int64)])
+        return totals[self.offsets[1:]] - totals[self.offsets[:-1]]
 
     def strings(self, index=None) -> list[str]:
         starts, ends = (self.starts, self.ends) if index is None else (self.starts[index], self.ends[index])
@@ -75,15 +86,20 @@ def segment(texts: list[str]) -> Words:
     joined = "".join(texts)
     if needs_dictionary.any():
         flagged = np.flatnonzero(needs_dictionary)
-        pieces = [np.diff(dictionary_bounds(joined[starts[i]:ends[i]])) for i in flagged.tolist()]
+        pieces = [_lengths(dictionary_bounds(joined[starts[i]:ends[i]])) for i in flagged.tolist()]
+        counts = np.fromiter(map(len, pieces), np.int64, len(pieces))
+        lengths = np.fromiter((n for p in pieces for n in p), np.int64, int(counts.sum()))
         per_word = np.ones(len(starts), np.int64)
-        per_word[flagged] = [len(p) for p in pieces]
+        per_word[flagged] = counts
         origin = np.repeat(np.arange(len(starts)), per_word)
         new_starts, new_ends = starts[origin], ends[origin]
-        slots = np.concatenate([np.arange(a, a + len(p)) for a, p in zip((np.cumsum(per_word) - per_word)[flagged],
-                                                                          pieces)])
-        lengths = np.concatenate(pieces)
-        new_ends[slots] = new_starts[slots] + np.concatenate([np.cumsum(p) for p in pieces])
+        # the pieces of flagged word f fill slots first[f] ... first[f] + counts[f] - 1
+        group_start = np.repeat(np.cumsum(counts) - counts, counts)
+        within = np.arange(len(lengths)) - group_start
+        slots = np.repeat((np.cumsum(per_word) - per_word)[flagged], counts) + within
+        ends_within = np.cumsum(lengths) - np.repeat(np.cumsum(lengths)[np.cumsum(counts) - counts]
+                                                     - lengths[np.cumsum(counts) - counts], counts)
+        new_ends[slots] = new_starts[slots] + ends_within
         new_starts[slots] = new_ends[slots] - lengths
         starts, ends, text = new_starts, new_ends, text[origin]
-    return Words(codes, joined, starts, ends, text)
+    return Words(codes, offsets, joined, starts, ends, text)
