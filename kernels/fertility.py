@@ -74,3 +74,16 @@ def distinct_ids(keys):
             count += 1
         ids[i] = slot_id[slot]
     return first[:count], ids
+
+
+@njit(cache=True)
+def utf8_lengths(codes, offsets):
+    """UTF-8 bytes of each text codes[offsets[i]:offsets[i+1]]."""
+    out = np.zeros(len(offsets) - 1, np.int64)
+    for t in range(len(offsets) - 1):
+        n = 0
+        for i in range(offsets[t], offsets[t + 1]):
+            c = codes[i]
+            n += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+        out[t] = n
+    return out

@@ -7,6 +7,8 @@ the token tax: tokens for the units a language shares with English / tokens for 
 same units in English."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..kernels.fertility import group_counts
@@ -21,8 +23,7 @@ def _token_counts(tokenizer: Tokenizer, texts: list[str], unks: bool = True) -> 
     counts = np.fromiter(map(len, encoded), np.int64, len(encoded))
     if tokenizer.unk_id is None or not unks:
         return counts, np.zeros_like(counts)
-    unk = tokenizer.unk_id
-    return counts, np.fromiter((ids.count(unk) for ids in encoded), np.int64, len(encoded))
+    return counts, np.fromiter(map(operator.methodcaller("count", tokenizer.unk_id), encoded), np.int64, len(encoded))
 
 
 def word_counts(tokenizer: Tokenizer, words: Words) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.encoding import encode, space_table, unicode_tables
-from ..kernels.fertility import distinct_ids, word_spans
+from ..kernels.fertility import distinct_ids, utf8_lengths, word_spans
 from ..kernels.multiset import span_keys
 from ..scripts import no_space_table
 
@@ -65,9 +65,7 @@ class Words:
 
     def utf8_bytes_per_text(self) -> np.ndarray:
         """UTF-8 length of each segmented text, from its code points."""
-        width = 1 + (self.codes >= 0x80) + (self.codes >= 0x800) + (self.codes >= 0x10000)
-        totals = np.concatenate([[0], np.cumsum(width, dtype=np.int64)])
-        return totals[self.offsets[1:]] - totals[self.offsets[:-1]]
+        return utf8_lengths(self.codes, self.offsets)
 
     def strings(self, index=None) -> list[str]:
         starts, ends = (self.starts, self.ends) if index is None else (self.starts[index], self.ends[index])
