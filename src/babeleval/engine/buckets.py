@@ -15,6 +15,11 @@ def length_bucket(n: int, minimum: int = 16) -> int:
     return p * 3 // 4 if p * 3 // 4 >= n and p > minimum else p
 
 
+def padded_rows(n: int, devices: int) -> int:
+    """Rows of a batch shape: the next power of two, rounded up to a multiple of the device count."""
+    return -(-next_pow2(n) // devices) * devices
+
+
 def batch_size_for(length: int, token_budget: int, devices: int, limit: int | None = None) -> int:
     """The largest power-of-two batch with batch * length <= token_budget (at least one row per device)."""
     size = max(1, token_budget // max(length, 1))

@@ -16,7 +16,7 @@ import numpy as np
 from ..models import build_module
 from ..models.config import EncoderConfig
 from ..models.encoder import pool
-from .buckets import CompileCounter, batch_size_for, length_bucket, next_pow2
+from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
 from .devices import num_devices, replicate, shard_batch
 from .forward import encoder_forward, padded_causal
 from .requests import Embed
@@ -72,7 +72,7 @@ class Embedder:
         return out if out is not None else np.zeros((0, self.model.config.hidden_size), np.float32)
 
     def _run(self, rows: list[list[int]], length: int) -> np.ndarray:
-        n = -(-next_pow2(len(rows)) // num_devices()) * num_devices()
+        n = padded_rows(len(rows), num_devices())
         tokens = np.zeros((n, length), np.int32)
         mask = np.zeros((n, length), np.int32)
         for b, row in enumerate(rows):

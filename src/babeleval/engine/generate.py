@@ -19,7 +19,7 @@ import numpy as np
 
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
-from .buckets import CompileCounter, batch_size_for, length_bucket, next_pow2
+from .buckets import CompileCounter, batch_size_for, length_bucket, next_pow2, padded_rows
 from .devices import num_devices, replicate, shard_batch
 from .requests import Generate
 
@@ -131,7 +131,7 @@ class Generator:
             length = length_bucket(len(prompts[order[i]]))
             size = self.batch_size or batch_size_for(length + new_bucket, self.token_budget, num_devices())
             batch = order[i:i + size]
-            rows = -(-next_pow2(len(batch)) // num_devices()) * num_devices()
+            rows = padded_rows(len(batch), num_devices())
             tokens = np.zeros((rows, length), np.int32)
             valid = np.zeros((rows, length), bool)
             for r, j in enumerate(batch):

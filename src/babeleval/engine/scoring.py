@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models import Decoder, build_module
-from .buckets import CompileCounter, batch_size_for, length_bucket, next_pow2
+from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
 from .devices import num_devices, replicate, shard_batch, split_for_process, sum_over_processes
 from .requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
@@ -165,8 +165,7 @@ class Scorer:
 
     def _run(self, batch: list[list[Row]], length: int, logprob: np.ndarray, not_greedy: np.ndarray) -> None:
         arrays = [_line_arrays(line) for line in batch]
-        devices = num_devices()
-        rows = -(-next_pow2(len(batch)) // devices) * devices  # a multiple of the device count
+        rows = padded_rows(len(batch), num_devices())
         scored = length_bucket(max(len(a[4]) for a in arrays), 8)
         tokens = np.zeros((rows, length), np.int32)
         positions = np.zeros((rows, length), np.int32)
