@@ -7,6 +7,7 @@ import numpy as np
 from numba import njit
 
 from .encoding import in_table
+from .multiset import overlap_table, table_slot
 
 
 @njit(cache=True)
@@ -53,22 +54,16 @@ def group_counts(word_tokens, word_unks, group, groups):
 @njit(cache=True)
 def distinct_ids(keys):
     """(index of each distinct key's first occurrence, per key the id of its distinct key),
-    in first-occurrence order; open addressing, linear time."""
-    size = 1
-    while size < 2 * len(keys) + 2:
-        size *= 2
-    mask = np.uint64(size - 1)
-    slot_key = np.zeros(size, np.uint64)
-    slot_id = np.full(size, -1, np.int64)
+    in first-occurrence order; multiset's open-addressing table, linear time."""
+    table_keys, slot_id, stamps, _ = overlap_table(len(keys))
     first = np.empty(len(keys), np.int64)
     ids = np.empty(len(keys), np.int64)
     count = 0
     for i in range(len(keys)):
-        slot = np.int64((keys[i] * np.uint64(0x9E3779B97F4A7C15) >> np.uint64(17)) & mask)
-        while slot_id[slot] >= 0 and slot_key[slot] != keys[i]:
-            slot = np.int64((np.uint64(slot) + np.uint64(1)) & mask)
-        if slot_id[slot] < 0:
-            slot_key[slot] = keys[i]
+        slot = table_slot(table_keys, stamps, 1, keys[i])
+        if stamps[slot] != 1:
+            stamps[slot] = 1
+            table_keys[slot] = keys[i]
             slot_id[slot] = count
             first[count] = i
             count += 1

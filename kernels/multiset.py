@@ -49,8 +49,8 @@ GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 @njit(cache=True)
 def overlap_table(longest):
-    """Scratch for table_overlap: open addressing with at least twice `longest` slots.
-    (keys, counts, stamps, [current stamp])."""
+    """Scratch for table_overlap and fertility's distinct_ids: open addressing with at least
+    twice `longest` slots. (keys, counts or ids, stamps, [current stamp])."""
     size = 1
     while size < 2 * longest + 2:
         size *= 2
@@ -58,7 +58,7 @@ def overlap_table(longest):
 
 
 @njit(cache=True)
-def _slot(table_keys, stamps, stamp, key):
+def table_slot(table_keys, stamps, stamp, key):
     """Slot holding key, or the empty slot where it would go (linear probing)."""
     mask = np.uint64(len(table_keys) - 1)
     slot = np.int64((key * GOLDEN >> np.uint64(17)) & mask)
@@ -74,7 +74,7 @@ def table_overlap(a, b, table_keys, counts, stamps, current):
     current[0] += 1
     stamp = current[0]
     for key in a:
-        slot = _slot(table_keys, stamps, stamp, key)
+        slot = table_slot(table_keys, stamps, stamp, key)
         if stamps[slot] != stamp:
             stamps[slot] = stamp
             table_keys[slot] = key
@@ -82,7 +82,7 @@ def table_overlap(a, b, table_keys, counts, stamps, current):
         counts[slot] += 1
     matches = 0
     for key in b:
-        slot = _slot(table_keys, stamps, stamp, key)
+        slot = table_slot(table_keys, stamps, stamp, key)
         if stamps[slot] == stamp and counts[slot] > 0:
             counts[slot] -= 1
             matches += 1
