@@ -44,8 +44,9 @@ def _ratios(words, tokens, continued, unk, chars, nbytes, text_tokens):
 def audit(tokenizer: Tokenizer, corpus: dict[str, dict[str, str]], english: str = "eng") -> dict:
     """{"languages": {lang: stats}, "scripts": {script: stats}} for one tokenizer."""
     languages = list(corpus)
-    texts = [t for lang in languages for t in corpus[lang].values()]
-    text_lang = np.repeat(np.arange(len(languages)), [len(corpus[lang]) for lang in languages])
+    units = [(i, unit, text) for i, lang in enumerate(languages) for unit, text in corpus[lang].items()]
+    texts = [text for _, _, text in units]
+    text_lang = np.fromiter((i for i, _, _ in units), np.int64, len(units))
     words = segment(texts)
     word_tokens, word_unks = word_counts(tokenizer, words)
     per_word = group_counts(word_tokens, word_unks, text_lang[words.text], len(languages))
@@ -55,9 +56,8 @@ def audit(tokenizer: Tokenizer, corpus: dict[str, dict[str, str]], english: str 
     per_text = np.stack([np.bincount(text_lang, w, len(languages)) for w in (chars, nbytes, text_tokens)], 1)
 
     unit_tokens = {lang: {} for lang in languages}
-    for lang, unit, n in zip(np.repeat(languages, [len(corpus[l]) for l in languages]),
-                             (u for l in languages for u in corpus[l]), text_tokens.tolist()):
-        unit_tokens[lang][unit] = n
+    for (i, unit, _), n in zip(units, text_tokens.tolist()):
+        unit_tokens[languages[i]][unit] = n
     out = {"languages": {}, "scripts": {}}
     scripts: dict[str, np.ndarray] = {}
     for i, lang in enumerate(languages):
