@@ -67,3 +67,51 @@ def test_options_share_context_and_compiled_programs_stay_few(xcopa_sw):
     assert scorer.stats.lines < len(xcopa_sw) / 2  # short questions share lines
     assert scorer.stats.tokens_padded < 1.3 * scorer.stats.tokens_computed
     assert scorer.stats.compiles.count <= 6
+
+
+def test_head_reduces_like_a_full_log_softmax():
+    """engine/head.py: chunked (target logit - logsumexp, arg-max == target) at the scored
+    positions equals log_softmax + argmax over all of them; chunks past `count` are not run."""
+    import jax
+    import jax.numpy as jnp
+
+    from babeleval.engine.head import HEAD_CHUNK, score_positions
+    from babeleval.models import Decoder, build_module
+
+    model = ours("smollm2-135m")
+    module = build_module(model.config)
+    rng = np.random.default_rng(0)
+    hidden = jnp.asarray(rng.standard_normal((3 * HEAD_CHUNK, model.config.hidden_size), np.float32))
+    count = HEAD_CHUNK + 37
+    where = rng.permutation(3 * HEAD_CHUNK).astype(np.int32)
+    logits = module.apply({"params": model.params}, hidden[where[:count]], method=Decoder.logits)
+    targets = np.asarray(jnp.argmax(logits, -1)).astype(np.int32)
+    targets[::3] = rng.integers(0, model.config.vocab_size, len(targets[::3]))  # some not the arg-max
+    padded_targets = np.zeros(3 * HEAD_CHUNK, np.int32)
+    padded_targets[:count] = targets
+    logprob, greedy = jax.jit(lambda p, h, w, t, c: score_positions(module, p, h, w, t, c))(
+        model.params, hidden, where, padded_targets, count)
+    want = np.take_along_axis(np.asarray(jax.nn.log_softmax(logits, -1)), targets[:, None], -1)[:, 0]
+    assert np.abs(np.asarray(logprob[:count]) - want).max() <= 1e-4
+    assert np.array_equal(np.asarray(greedy[:count]), np.asarray(jnp.argmax(logits, -1)) == targets)
+    assert not np.asarray(logprob[2 * HEAD_CHUNK:]).any() and not np.asarray(greedy[2 * HEAD_CHUNK:]).any()
+
+
+def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines():
+    from babeleval.engine.buckets import padded_rows
+    from babeleval.engine.scoring import MIN_LINE, Row, fill_lines
+
+    rng = np.random.default_rng(1)
+    rows = [Row([1] * int(n), [(i, [2] * int(m))]) for i, (n, m) in enumerate(rng.integers(5, 200, (300, 2)))]
+    lines = fill_lines(rows, 2048)
+    assert sorted(id(r) for _, line in lines for r in line) == sorted(map(id, rows))
+    for length, line in lines:
+        assert sum(r.length for r in line) <= length and length >= MIN_LINE
+        assert length == MIN_LINE or max(r.length for r in line) > length // 2  # no longer than its longest row needs
+    scorer = Scorer(ours("smollm2-135m"))
+    batches = list(scorer._batches(lines))
+    assert sorted(id(line) for _, batch in batches for line in batch) == sorted(id(line) for _, line in lines)
+    for length, batch in batches:
+        assert all(sum(r.length for r in line) <= length for line in batch)
+    wasted = sum(padded_rows(len(b), 1) - len(b) for _, b in batches[:-1])
+    assert wasted == 0  # only the very last batch may carry empty rows

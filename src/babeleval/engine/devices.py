@@ -25,6 +25,19 @@ def shard_batch(*arrays):
     return tuple(jax.device_put(a, sharding) for a in arrays)
 
 
+def per_device(fn, replicated: int = 1):
+    """fn run by every local device on its own slice (leading axis) of each argument after
+    the first `replicated`, which every device gets whole (the parameters). Inside fn the
+    code is plain per-device code: data-dependent loops need no agreement across devices."""
+    split = PartitionSpec("data")
+
+    def run(*args):
+        specs = (PartitionSpec(),) * replicated + (split,) * (len(args) - replicated)
+        return jax.shard_map(fn, mesh=mesh(), in_specs=specs, out_specs=split, check_vma=False)(*args)
+
+    return run
+
+
 def replicate(tree):
     return jax.device_put(tree, NamedSharding(mesh(), PartitionSpec()))
 

@@ -4,12 +4,15 @@ A question's options share one row: context tokens once, then every option, each
 option attending to the context and to itself only (a block mask; positions restart
 after the context). The context is therefore computed once per question, and the
 vocabulary projection + log-softmax run only at the positions that predict an option
-token. Rows are then packed, longest first, several to a line of one bucket length
-(a question attends only to its own tokens), so short questions cost little padding.
+token (engine/head.py). Rows are then packed, longest first, several to a line
+(a question attends only to its own tokens). A line is as short as its longest row
+allows (128, 256, 512, ... tokens): attention cost grows with the line, so short
+questions are not put in long lines, and the few line lengths are the compiled shapes.
 """
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -17,34 +20,42 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..models import Decoder, build_module
-from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
-from .devices import num_devices, replicate, shard_batch, split_for_process, sum_over_processes
+from ..models import build_module
+from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
+from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
+from .head import score_positions
 from .requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
 
 
-MIN_LINE = 128  # shortest line: short questions are packed several to a line
+MIN_LINE = 128  # shortest line: shorter questions are packed several to a line
 
 
-@partial(jax.jit, static_argnames=("config", "dtype"))
-def score_rows(params, tokens, positions, groups, segments, pred_idx, targets, config, dtype=jnp.float32):
-    """Per scored position: log-prob of the target token and whether it was the arg-max.
-    groups: which question of the line a token belongs to (-1: padding); segments: 0 for
-    the question's context, k for its k-th option."""
-    module = build_module(config, dtype)
-    idx = jnp.arange(tokens.shape[1])
+def question_mask(groups, segments):
+    """[B, T, T]: causal, within one question of the line (groups; -1 is padding), and an
+    option (segment k > 0) sees the context (segment 0) and itself, not the other options."""
+    idx = jnp.arange(groups.shape[1])
     valid = groups >= 0
     same_question = groups[:, None, :] == groups[:, :, None]
     same_block = (segments[:, None, :] == 0) | (segments[:, None, :] == segments[:, :, None])
     mask = (idx[:, None] >= idx[None, :])[None] & same_question & same_block & valid[:, None, :] & valid[:, :, None]
-    mask = mask | jnp.eye(tokens.shape[1], dtype=bool)[None]
-    hidden, _ = module.apply({"params": params}, tokens, positions, mask)
-    picked = jnp.take_along_axis(hidden, pred_idx[..., None], axis=1)
-    logits = module.apply({"params": params}, picked, method=Decoder.logits)
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    token_logp = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
-    return token_logp, jnp.argmax(logits, axis=-1) == targets
+    return mask | jnp.eye(groups.shape[1], dtype=bool)[None]
+
+
+def _score_on_device(params, tokens, positions, groups, segments, where, targets, count, config, dtype):
+    module = build_module(config, dtype)
+    hidden, _ = module.apply({"params": params}, tokens, positions, question_mask(groups, segments))
+    logprob, greedy = score_positions(module, params, hidden.reshape(-1, hidden.shape[-1]), where[0], targets[0], count[0])
+    return logprob[None], greedy[None]
+
+
+@partial(jax.jit, static_argnames=("config", "dtype"))
+def score_lines(params, tokens, positions, groups, segments, where, targets, count, config, dtype=jnp.float32):
+    """tokens, positions, groups, segments: [R, L], split by rows over the devices;
+    where, targets: [devices, C]: scored positions in the device's flattened lines and the
+    token each should predict; count: [devices] real entries. Returns (log-prob, greedy), [devices, C]."""
+    local = partial(_score_on_device, config=config, dtype=dtype)
+    return per_device(local)(params, tokens, positions, groups, segments, where, targets, count)
 
 
 @dataclass
@@ -89,19 +100,21 @@ def pack_rows(pairs: list[tuple[list[int], list[int]]], max_length: int) -> list
     return [row for rows in by_context.values() for row in rows]
 
 
-def fill_lines(rows: list[Row], length: int) -> list[list[Row]]:
-    """First-fit decreasing: several questions share one line of `length` tokens (each
-    attends only to itself), so short questions do not each pay a padded row."""
-    lines: list[list[Row]] = []
+def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
+    """First-fit decreasing into lines of (length, rows): a row that fits nowhere opens a
+    line of the next power of two >= its length (at least MIN_LINE, at most max_length);
+    shorter rows fill the room left in open lines before opening lines of their own."""
+    lines: list[tuple[int, list[Row]]] = []
     free: list[int] = []
     for row in sorted(rows, key=lambda r: -r.length):
         for i, room in enumerate(free):
             if row.length <= room:
-                lines[i].append(row)
+                lines[i][1].append(row)
                 free[i] -= row.length
                 break
         else:
-            lines.append([row])
+            length = min(next_pow2(row.length, MIN_LINE), max_length)
+            lines.append((length, [row]))
             free.append(length - row.length)
     return lines
 
@@ -148,44 +161,66 @@ class Scorer:
         rows = [rows[i] for i in split_for_process(len(rows))]
         logprob = np.zeros(len(requests), np.float64)
         not_greedy = np.zeros(len(requests), np.int64)
-        if rows:
-            length = min(max(length_bucket(max(r.length for r in rows)), MIN_LINE), self.max_length)
-            lines = fill_lines(rows, length)
-            size = self.batch_size or batch_size_for(length, self.token_budget, num_devices())
-            for i in range(0, len(lines), size):
-                batch = lines[i: i + size]
-                self._run(batch, length, logprob, not_greedy)
-                if progress:
-                    progress(sum(len(r.options) for line in batch for r in line))
+        for length, batch in self._batches(fill_lines(rows, self.max_length)):
+            self._run(batch, length, logprob, not_greedy)
+            if progress:
+                progress(sum(len(r.options) for line in batch for r in line))
         logprob, not_greedy = sum_over_processes(logprob), sum_over_processes(not_greedy)
         self.stats.requests += len(requests)
         self.stats.seconds += time.time() - start
         return [LoglikelihoodResult(float(lp), bool(ng == 0), len(cont))
                 for lp, ng, (_, cont) in zip(logprob, not_greedy, pairs)]
 
+    def _batches(self, lines: list[tuple[int, list[Row]]]):
+        """(length, lines) batches, longest lines first (an out-of-memory shows at once). The
+        rows a length's last batch is padded to are filled with shorter lines, which fit."""
+        by_length = defaultdict(list)
+        for length, line in lines:
+            by_length[length].append(line)
+        lengths = sorted(by_length, reverse=True)
+        for i, length in enumerate(lengths):
+            group = by_length[length]
+            size = self.batch_size or batch_size_for(length, self.token_budget, num_devices())
+            for start in range(0, len(group), size):
+                batch = group[start: start + size]
+                if start + size >= len(group):
+                    empty = padded_rows(len(batch), num_devices()) - len(batch)
+                    for shorter in lengths[i + 1:]:
+                        while empty and by_length[shorter]:
+                            batch.append(by_length[shorter].pop())
+                            empty -= 1
+                yield length, batch
+
     def _run(self, batch: list[list[Row]], length: int, logprob: np.ndarray, not_greedy: np.ndarray) -> None:
-        arrays = [_line_arrays(line) for line in batch]
-        rows = padded_rows(len(batch), num_devices())
-        scored = length_bucket(max(len(a[4]) for a in arrays), 8)
+        devices = num_devices()
+        rows = padded_rows(len(batch), devices)
+        per_device = rows // devices
         tokens = np.zeros((rows, length), np.int32)
         positions = np.zeros((rows, length), np.int32)
         groups = np.full((rows, length), -1, np.int32)
         segments = np.zeros((rows, length), np.int32)
-        pred = np.zeros((rows, scored), np.int32)
-        targets = np.zeros((rows, scored), np.int32)
-        for b, (tok, pos, grp, seg, prd, tgt, _) in enumerate(arrays):
+        where = np.zeros((devices, per_device * length), np.int32)
+        targets = np.zeros((devices, per_device * length), np.int32)
+        count = np.zeros(devices, np.int32)
+        owners = [[] for _ in range(devices)]
+        for b, line in enumerate(batch):
+            tok, pos, grp, seg, pred, tgt, own = _line_arrays(line)
             n = len(tok)
             tokens[b, :n], positions[b, :n], groups[b, :n], segments[b, :n] = tok, pos, grp, seg
-            pred[b, :len(prd)], targets[b, :len(tgt)] = prd, tgt
-        self.stats.compiles.see("score", rows, length, scored)
+            d, local = divmod(b, per_device)
+            k, m = count[d], len(pred)
+            where[d, k: k + m] = np.asarray(pred) + local * length  # position in the device's flattened lines
+            targets[d, k: k + m] = tgt
+            owners[d] += own
+            count[d] += m
+        self.stats.compiles.see("score", rows, length)
         self.stats.lines += len(batch)
         self.stats.questions += sum(map(len, batch))
         self.stats.tokens_computed += sum(r.length for line in batch for r in line)
         self.stats.tokens_padded += rows * length
-        token_logp, greedy = score_rows(self.params, *shard_batch(tokens, positions, groups, segments, pred, targets),
-                                        config=self.model.config, dtype=self.model.dtype)
+        token_logp, greedy = score_lines(self.params, *shard_batch(tokens, positions, groups, segments, where, targets, count),
+                                         config=self.model.config, dtype=self.model.dtype)
         token_logp, greedy = np.asarray(token_logp), np.asarray(greedy)
-        for b, (*_, owners) in enumerate(arrays):
-            n = len(owners)
-            np.add.at(logprob, owners, token_logp[b, :n])
-            np.add.at(not_greedy, owners, ~greedy[b, :n])
+        for d in range(devices):
+            np.add.at(logprob, owners[d], token_logp[d, :count[d]])
+            np.add.at(not_greedy, owners[d], ~greedy[d, :count[d]])
