@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models import build_module
-from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
+from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import score_positions
 from .requests import Loglikelihood, LoglikelihoodResult
@@ -113,7 +113,7 @@ def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
                 free[i] -= row.length
                 break
         else:
-            length = min(next_pow2(row.length, MIN_LINE), max_length)
+            length = min(length_bucket(row.length, MIN_LINE), max_length)
             lines.append((length, [row]))
             free.append(length - row.length)
     return lines
@@ -145,6 +145,21 @@ def _row_arrays(row: Row):
     return tokens, positions, segments, pred, targets, owners
 
 
+def _split_tail(batch: list, devices: int) -> list[list]:
+    """A last batch in power-of-two pieces (19 lines: 16 + 3 padded to 4, not 19 padded to 32)
+    until padding what is left wastes at most a quarter of its rows: a few more compiled
+    shapes (each cached for the rest of the run) instead of computing empty rows."""
+    parts = []
+    while batch:
+        rows = padded_rows(len(batch), devices)
+        take = 1 << (len(batch).bit_length() - 1)
+        if rows - len(batch) <= rows // 4 or take % devices:
+            take = len(batch)
+        parts.append(batch[:take])
+        batch = batch[take:]
+    return parts
+
+
 class Scorer:
     def __init__(self, model, max_length: int | None = None, token_budget: int = 4096, batch_size: int | None = None):
         self.model = model
@@ -173,7 +188,8 @@ class Scorer:
 
     def _batches(self, lines: list[tuple[int, list[Row]]]):
         """(length, lines) batches, longest lines first (an out-of-memory shows at once). The
-        rows a length's last batch is padded to are filled with shorter lines, which fit."""
+        rows a length's last batch is padded to are filled with shorter lines, which fit;
+        when none are left, the tail runs as a few power-of-two batches (_split_tail)."""
         by_length = defaultdict(list)
         for length, line in lines:
             by_length[length].append(line)
@@ -183,13 +199,16 @@ class Scorer:
             size = self.batch_size or batch_size_for(length, self.token_budget, num_devices())
             for start in range(0, len(group), size):
                 batch = group[start: start + size]
-                if start + size >= len(group):
-                    empty = padded_rows(len(batch), num_devices()) - len(batch)
-                    for shorter in lengths[i + 1:]:
-                        while empty and by_length[shorter]:
-                            batch.append(by_length[shorter].pop())
-                            empty -= 1
-                yield length, batch
+                if start + size < len(group):
+                    yield length, batch
+                    continue
+                empty = padded_rows(len(batch), num_devices()) - len(batch)
+                for shorter in lengths[i + 1:]:
+                    while empty and by_length[shorter]:
+                        batch.append(by_length[shorter].pop())
+                        empty -= 1
+                for part in _split_tail(batch, num_devices()):
+                    yield length, part
 
     def _run(self, batch: list[list[Row]], length: int, logprob: np.ndarray, not_greedy: np.ndarray) -> None:
         devices = num_devices()
