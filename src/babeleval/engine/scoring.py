@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models import build_module
-from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
+from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import score_positions
 from .requests import Loglikelihood, LoglikelihoodResult
@@ -113,7 +113,7 @@ def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
                 free[i] -= row.length
                 break
         else:
-            length = min(length_bucket(row.length, MIN_LINE), max_length)
+            length = min(next_pow2(row.length, MIN_LINE), max_length)
             lines.append((length, [row]))
             free.append(length - row.length)
     return lines
