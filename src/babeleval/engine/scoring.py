@@ -69,10 +69,6 @@ class Row:
     def length(self) -> int:
         return len(self.context) + sum(len(o) for _, o in self.options)
 
-    @property
-    def scored(self) -> int:
-        return sum(len(o) for _, o in self.options)
-
 
 @dataclass
 class ScoringStats:
@@ -213,20 +209,20 @@ class Scorer:
     def _run(self, batch: list[list[Row]], length: int, logprob: np.ndarray, not_greedy: np.ndarray) -> None:
         devices = num_devices()
         rows = padded_rows(len(batch), devices)
-        per_device = rows // devices
+        rows_per_device = rows // devices
         tokens = np.zeros((rows, length), np.int32)
         positions = np.zeros((rows, length), np.int32)
         groups = np.full((rows, length), -1, np.int32)
         segments = np.zeros((rows, length), np.int32)
-        where = np.zeros((devices, per_device * length), np.int32)
-        targets = np.zeros((devices, per_device * length), np.int32)
+        where = np.zeros((devices, rows_per_device * length), np.int32)
+        targets = np.zeros((devices, rows_per_device * length), np.int32)
         count = np.zeros(devices, np.int32)
         owners = [[] for _ in range(devices)]
         for b, line in enumerate(batch):
             tok, pos, grp, seg, pred, tgt, own = _line_arrays(line)
             n = len(tok)
             tokens[b, :n], positions[b, :n], groups[b, :n], segments[b, :n] = tok, pos, grp, seg
-            d, local = divmod(b, per_device)
+            d, local = divmod(b, rows_per_device)
             k, m = count[d], len(pred)
             where[d, k: k + m] = np.asarray(pred) + local * length  # position in the device's flattened lines
             targets[d, k: k + m] = tgt
