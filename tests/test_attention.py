@@ -1,23 +1,44 @@
-"""Query-chunked causal attention equals one block over the whole sequence (masks with
-padding and packed blocks, grouped heads, soft-capping, ALiBi-style bias)."""
+"""Causal attention in query chunks with key blocks merged online equals a plain softmax
+over the whole masked score matrix (padding and packed blocks, grouped heads, soft-capping,
+ALiBi-style bias, a first key block that is all padding)."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from babeleval.models.layers import QUERY_CHUNK, attend
+from babeleval.models.layers import NEG_INF, attend, causal_chunks
 
 
+def plain_attention(q, k, v, mask, scale, softcap, bias):
+    """The textbook definition: every query head against its KV head's keys, one softmax."""
+    h, hkv = q.shape[2], k.shape[1]
+    k, v = jnp.repeat(k, h // hkv, axis=1), jnp.repeat(v, h // hkv, axis=1)  # [B, H, S, D]
+    scores = jnp.einsum("bthd,bhsd->bhts", q, k) * scale
+    if softcap:
+        scores = jnp.tanh(scores / softcap) * softcap
+    if bias is not None:
+        scores = scores + bias
+    probs = jax.nn.softmax(jnp.where(mask[:, None], scores, NEG_INF), axis=-1)
+    out = jnp.einsum("bhts,bhsd->bthd", probs, v)
+    return out.reshape(q.shape[0], q.shape[1], -1)
+
+
+@pytest.mark.parametrize("t", [165, 600, 1100])
 @pytest.mark.parametrize("softcap,with_bias", [(None, False), (50.0, True)])
-def test_chunked_causal_attention_equals_one_block(softcap, with_bias):
-    rng = np.random.default_rng(0)
-    b, t, h, hkv, d = 2, QUERY_CHUNK * 2 + 37, 6, 2, 16
+def test_chunked_causal_attention_equals_plain_softmax(t, softcap, with_bias):
+    chunk, block = causal_chunks(t)
+    assert t > chunk and (t > block) == (t > 256)  # 165: one key block per chunk; 600, 1100: several
+    rng = np.random.default_rng(t)
+    b, h, hkv, d = 2, 6, 2, 16
     q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)
     k = jnp.asarray(rng.normal(size=(b, hkv, t + 5, d)), jnp.float32)  # a cache longer than the prompt
     v = jnp.asarray(rng.normal(size=(b, hkv, t + 5, d)), jnp.float32)
     causal = np.tril(np.ones((t, t + 5), bool))
     keep = rng.random((b, t, t + 5)) > 0.2  # padding / block structure, still lower triangular
+    keep[1, :, : t // 2] = False  # row 1: left padding longer than a key block
     mask = jnp.asarray(causal[None] & keep | np.eye(t, t + 5, dtype=bool)[None])
     bias = jnp.asarray(rng.normal(size=(b, h, t, t + 5)), jnp.float32) if with_bias else None
-    whole = attend(q, k, v, mask, 0.25, softcap, bias, causal=False)
-    chunked = attend(q, k, v, mask, 0.25, softcap, bias, causal=True)
-    np.testing.assert_allclose(np.asarray(chunked), np.asarray(whole), atol=1e-5)
+    want = plain_attention(q, k, v, mask, 0.25, softcap, bias)
+    for causal_flag in (True, False):
+        got = attend(q, k, v, mask, 0.25, softcap, bias, causal=causal_flag)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)

@@ -56,12 +56,18 @@ def test_equal_transformers_batched_greedy_generate_on_xquad_hi(shared_data, mod
 
 
 def test_batched_equals_one_at_a_time_and_order_is_kept(shared_data, model):
-    prompts = xquad_prompts(shared_data, 5)[::-1] + ["The capital of France is"]
+    prompts = xquad_prompts(shared_data, 5)[::-1] + ["The capital of Japan is", "The capital of France is"]
     requests = [Generate(p, ("\n\n",), 12) for p in prompts]
     batched = Generator(model, max_length=128).generate(requests)
     one = Generator(model, max_length=128, batch_size=1)
     single = [one.generate([r])[0] for r in requests]
     assert batched == single
+    # a small prefill budget: one-prompt prefill batches of several lengths, joined to decode together
+    joined = Generator(model, max_length=128, token_budget=200, decode_budget=1024)
+    assert joined.generate(requests) == single
+    prefills = [shape for shape in joined.stats.compiles.shapes if shape[0] == "prefill"]
+    decodes = [shape for shape in joined.stats.compiles.shapes if shape[0] == "decode"]
+    assert len({length for _, _, length in prefills}) > 1 and max(rows for _, rows, *_ in decodes) > max(rows for _, rows, _ in prefills)
     assert "Paris" in batched[-1]
 
 

@@ -8,9 +8,13 @@ def next_pow2(n: int, minimum: int = 1) -> int:
     return 1 << (n - 1).bit_length()
 
 
-def length_bucket(n: int, minimum: int = 16) -> int:
-    """Round up to the next of 16, 24, 32, 48, 64, 96, ...: powers of two and their midpoints,
-    so padding wastes at most a third while the number of shapes stays logarithmic."""
+def length_bucket(n: int, minimum: int = 16, step: int = 128) -> int:
+    """Round up to the next of 16, 24, 32, 48, 64, 96, ..., 384, 512 (powers of two and their
+    midpoints: padding wastes at most a third, shapes stay logarithmic), and past 4 * step to
+    a multiple of step (at most a fifth: long prompts' compute, attention above all, grows
+    faster than the few extra compiled shapes cost)."""
+    if n > 4 * step:
+        return -(-int(n) // step) * step
     p = next_pow2(n, minimum)
     return p * 3 // 4 if p * 3 // 4 >= n and p > minimum else p
 

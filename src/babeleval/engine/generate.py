@@ -1,10 +1,13 @@
-"""Greedy generation with a KV cache: one jitted program per (batch, prompt bucket,
-new-token bucket) runs the prefill and a lax.while_loop of single-token decode steps.
+"""Greedy generation with a KV cache, in two jitted programs: a prefill that runs a batch
+of prompts, and a lax.while_loop of single-token decode steps.
 
-Prompts are left-padded (every row's last prompt token sits at the same index), the cache
-holds prompt + new tokens, and a row is done at EOS, at a token whose text contains a stop
-string, or after max_new_tokens; the loop ends when every row is done. Stop strings are
-then cut on the host exactly (a stop spanning two tokens is found there).
+Prompts are left-padded (every row's last prompt token sits at the same index). Prefill
+batches are sized by a token budget; their caches are then joined into one larger decode
+batch (a decode step reads every weight once whatever the batch, so more rows cost little:
+with 1,400-token prompts four rows fit the prefill budget, sixteen decode together). A row is
+done at EOS, at a token whose text contains a stop string, or after max_new_tokens; the loop
+ends when every row is done. Stop strings are then cut on the host exactly (a stop spanning
+two tokens is found there).
 """
 from __future__ import annotations
 
@@ -20,28 +23,40 @@ import numpy as np
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
 from .buckets import CompileCounter, batch_size_for, length_bucket, next_pow2, padded_rows
-from .devices import num_devices, replicate, shard_batch
+from .devices import num_devices, per_device, replicate, shard_batch
 from .requests import Generate
 
 
-@partial(jax.jit, static_argnames=("config", "dtype", "max_new"))
-def greedy_decode(params, tokens, valid, stop_ids, limit, config, dtype, max_new):
-    """tokens, valid: [B, P] left-padded prompts. Returns [B, max_new] new tokens, -1 after a row
-    stopped; at most `limit` (<= max_new, the cache size) are generated."""
+def _positions(valid):
+    """Token positions of left-padded rows (padding at 0) and each row's length."""
+    return jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0), valid.sum(axis=1)
+
+
+def _prefill_on_device(params, tokens, valid, config, dtype):
+    module = build_module(config, dtype)
+    b, p = tokens.shape
+    positions, _ = _positions(valid)
+    mask = jnp.tril(jnp.ones((p, p), bool))[None] & valid[:, None, :] | jnp.eye(p, dtype=bool)[None]
+    hidden, cache = module.apply({"params": params}, tokens, positions, mask, cache=empty_cache(config, b, p, dtype),
+                                 cache_index=0)
+    logits = module.apply({"params": params}, hidden[:, -1], method=Decoder.logits)
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32), cache
+
+
+@partial(jax.jit, static_argnames=("config", "dtype"))
+def prefill(params, tokens, valid, config, dtype):
+    """tokens, valid: [B, P] left-padded prompts, split over the devices. Returns every row's
+    first new token and the prompt's KV cache (per layer k, v: [B, Hkv, P, D])."""
+    return per_device(partial(_prefill_on_device, config=config, dtype=dtype))(params, tokens, valid)
+
+
+def _decode_on_device(params, stop_ids, limit, first, cache, valid, config, dtype):
     module = build_module(config, dtype)
     apply = lambda *a, **k: module.apply({"params": params}, *a, **k)
-    b, p = tokens.shape
-    s = p + max_new
-    positions = jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0)
-    lengths = valid.sum(axis=1)
+    (b, p), max_new = valid.shape, cache[0]["k"].shape[2] - valid.shape[1]
+    positions, lengths = _positions(valid)
     kv_positions = jnp.concatenate([positions, lengths[:, None] + jnp.arange(max_new)[None]], axis=1)
     slots = jnp.concatenate([valid, jnp.zeros((b, max_new), bool)], axis=1)
-    causal = jnp.arange(p)[:, None] >= jnp.arange(s)[None, :]
-    diagonal = jnp.arange(p)[:, None] == jnp.arange(s)[None, :]  # padding rows attend to themselves
-    mask = causal[None] & slots[:, None, :] | diagonal[None]
-    hidden, cache = apply(tokens, positions, mask, cache=empty_cache(config, b, s, dtype), cache_index=0,
-                          kv_positions=kv_positions)
-    first = jnp.argmax(apply(hidden[:, -1:], method=Decoder.logits)[:, 0], axis=-1).astype(jnp.int32)
 
     def cond(state):
         step, _, _, _, done, _ = state
@@ -54,11 +69,40 @@ def greedy_decode(params, tokens, valid, stop_ids, limit, config, dtype, max_new
         slots = slots.at[:, p + step].set(True)
         hidden, cache = apply(token[:, None], (lengths + step)[:, None], slots[:, None, :], cache=cache,
                               cache_index=p + step, kv_positions=kv_positions)
-        token = jnp.argmax(apply(hidden, method=Decoder.logits)[:, 0], axis=-1).astype(jnp.int32)
+        token = jnp.argmax(apply(hidden[:, 0], method=Decoder.logits), axis=-1).astype(jnp.int32)
         return step + 1, token, cache, slots, done, out
 
     state = (jnp.int32(0), first, cache, slots, jnp.zeros(b, bool), jnp.full((b, max_new), -1, jnp.int32))
     return jax.lax.while_loop(cond, body, state)[-1]
+
+
+@partial(jax.jit, static_argnames=("config", "dtype"))
+def decode(params, stop_ids, limit, first, cache, valid, config, dtype):
+    """first: [B] first new tokens; cache: per layer k, v [B, Hkv, P + N, D], the prompts' in the
+    first P slots; valid: [B, P] prompt slots holding a token (these three split over the devices).
+    Returns [B, N] new tokens (first included), -1 after a row stopped; at most `limit` (<= N).
+    Every device runs its own loop until its own rows are done: no collective per step."""
+    local = partial(_decode_on_device, config=config, dtype=dtype)
+    return per_device(local, replicated=3)(params, stop_ids, limit, first, cache, valid)
+
+
+@partial(jax.jit, static_argnames=("slots", "max_new"))
+def join_batches(firsts, caches, slots: int, max_new: int):
+    """One decode batch from prefilled batches, without moving rows between devices: each
+    device stacks its own rows of every batch in turn, caches left-padded to `slots` prompt
+    slots plus max_new empty ones (see decode_row_order for where each row ends up)."""
+    def local(firsts, caches):
+        pad = lambda a: jnp.pad(a, ((0, 0), (0, 0), (slots - a.shape[2], max_new), (0, 0)))
+        return jnp.concatenate(firsts), jax.tree.map(lambda *parts: jnp.concatenate([pad(a) for a in parts]), *caches)
+
+    return per_device(local, replicated=0)(firsts, caches)
+
+
+def decode_row_order(batch_rows: list[int], devices: int) -> list[tuple[int, int]]:
+    """(batch, row in batch) of every row of the joined decode batch: device by device, each
+    device's share of every batch in turn."""
+    return [(b, d * (rows // devices) + r) for d in range(devices)
+            for b, rows in enumerate(batch_rows) for r in range(rows // devices)]
 
 
 @functools.lru_cache(maxsize=16)
@@ -91,10 +135,14 @@ class GenerationStats:
 
 
 class Generator:
-    def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None):
+    def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
+                 decode_budget: int | None = None):
+        """token_budget: prompt slots per prefill batch; decode_budget: cache slots (prompt + new)
+        decoded together, 4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB)."""
         self.model = model
         self.max_length = min(max_length or 2048, model.config.max_positions)
         self.token_budget = token_budget
+        self.decode_budget = decode_budget or 4 * token_budget
         self.batch_size = batch_size
         self.params = replicate(model.params)
         self.stats = GenerationStats()
@@ -120,33 +168,67 @@ class Generator:
         return out
 
     def _generate_group(self, requests, members, stops, max_new, out, progress):
-        tok = self.model.tokenizer
         prompts = {i: self.prompt_tokens(requests[i].context, max_new) for i in members}
         order = sorted(members, key=lambda i: -len(prompts[i]))
         new_bucket = next_pow2(max_new, 8)
-        stop_ids = np.asarray(stop_token_ids(tok, tuple(stops)) or (-1,), np.int32)
+        stop_ids = np.asarray(stop_token_ids(self.model.tokenizer, tuple(stops)) or (-1,), np.int32)
         stop_ids = np.pad(stop_ids, (0, next_pow2(len(stop_ids)) - len(stop_ids)), constant_values=-1)
         i = 0
         while i < len(order):
-            length = length_bucket(len(prompts[order[i]]))
-            size = self.batch_size or batch_size_for(length + new_bucket, self.token_budget, num_devices())
-            batch = order[i:i + size]
-            rows = padded_rows(len(batch), num_devices())
-            tokens = np.zeros((rows, length), np.int32)
-            valid = np.zeros((rows, length), bool)
-            for r, j in enumerate(batch):
-                tokens[r, length - len(prompts[j]):] = prompts[j]
-                valid[r, length - len(prompts[j]):] = True
-            self.stats.compiles.see("generate", rows, length, new_bucket, len(stop_ids))
-            new = np.asarray(greedy_decode(self.params, *shard_batch(tokens, valid), jnp.asarray(stop_ids), max_new,
-                                           config=self.model.config, dtype=self.model.dtype, max_new=new_bucket))
-            for r, j in enumerate(batch):
-                ids = [t for t in new[r, :max_new].tolist() if t >= 0]
-                if tok.eos_id in ids:
-                    ids = ids[:ids.index(tok.eos_id)]
-                out[j] = cut_at_stop(tok.decode(ids), stops)
-                self.stats.new_tokens += len(ids)
+            slots = length_bucket(len(prompts[order[i]]))
+            size = self.batch_size or batch_size_for(slots + new_bucket, self.decode_budget, num_devices())
+            group = order[i:i + size]
+            new = self._decode_group([prompts[j] for j in group], slots, new_bucket, stop_ids, max_new)
+            for r, j in enumerate(group):
+                out[j] = self._text(new[r], stops)
                 self.stats.prompt_tokens += len(prompts[j])
-            i += len(batch)
+            i += len(group)
             if progress:
-                progress(len(batch))
+                progress(len(group))
+
+    def _decode_group(self, prompts: list[list[int]], slots: int, new_bucket: int, stop_ids, max_new) -> list[list[int]]:
+        """Prefill the prompts (longest first) in token-budget batches, then decode them together.
+        Returns every prompt's new tokens (-1 after it stopped)."""
+        devices = num_devices()
+        batches, firsts, caches, j = [], [], [], 0
+        while j < len(prompts):
+            length = length_bucket(len(prompts[j]))
+            size = self.batch_size or batch_size_for(length + new_bucket, self.token_budget, devices)
+            batches.append(list(range(j, min(j + size, len(prompts)))))
+            tokens, valid = _left_padded([prompts[k] for k in batches[-1]], length, padded_rows(len(batches[-1]), devices))
+            self.stats.compiles.see("prefill", *tokens.shape)
+            first, cache = prefill(self.params, *shard_batch(tokens, valid), config=self.model.config, dtype=self.model.dtype)
+            firsts.append(first)
+            caches.append(cache)
+            j += size
+        first, cache = join_batches(tuple(firsts), tuple(caches), slots=slots, max_new=new_bucket)
+        order = decode_row_order([f.shape[0] for f in firsts], devices)
+        owner = [batches[b][r] if r < len(batches[b]) else None for b, r in order]  # None: a padding row
+        _, valid = _left_padded([prompts[k] if k is not None else [] for k in owner], slots, len(owner))
+        self.stats.compiles.see("decode", len(owner), slots, new_bucket, len(stop_ids))
+        new = np.asarray(decode(self.params, jnp.asarray(stop_ids), jnp.int32(max_new), first, cache, shard_batch(valid)[0],
+                                config=self.model.config, dtype=self.model.dtype))
+        out = [None] * len(prompts)
+        for row, k in enumerate(owner):
+            if k is not None:
+                out[k] = new[row, :max_new].tolist()
+        return out
+
+    def _text(self, ids: list[int], stops) -> str:
+        tok = self.model.tokenizer
+        ids = [t for t in ids if t >= 0]
+        if tok.eos_id in ids:
+            ids = ids[:ids.index(tok.eos_id)]
+        self.stats.new_tokens += len(ids)
+        return cut_at_stop(tok.decode(ids), stops)
+
+
+def _left_padded(prompts: list[list[int]], length: int, rows: int):
+    """Token ids and validity [rows, length], each prompt at the right end of its row (rows
+    past the prompts are empty)."""
+    tokens = np.zeros((rows, length), np.int32)
+    valid = np.zeros((rows, length), bool)
+    for r, prompt in enumerate(prompts):
+        tokens[r, length - len(prompt):] = prompt
+        valid[r, length - len(prompt):] = True
+    return tokens, valid
