@@ -1,7 +1,7 @@
 """Greedy generation on real XQuAD-hi prompts ("Context: ...\\nQuestion: ...\\nAnswer:", the
 seed's IndicXQuAD prompt; 32 new tokens, answer cut at the first newline), SmolLM2-135M fp32,
 same run, same outputs:
-- babeleval: KV cache, one jitted prefill + decode loop per batch, prompts sorted by length,
+- babeleval: KV cache, jitted prefill batches (prompts sorted by length) joined into one decode loop,
   rows stop at EOS or at a token holding the newline.
 - transformers batched generate, batch 8 in data order, 32 new tokens then cut at the
   newline (what the seed's eval-indic does), and the same with the newline tokens passed

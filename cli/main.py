@@ -43,6 +43,7 @@ def run(model_spec, tasks, output, limit, dtype, batch_size):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
     from tqdm import tqdm
 
+    from babeleval.engine.compile_cache import enable_compilation_cache
     from babeleval.engine.scoring import Scorer
     from babeleval.evaluate import load_questions, run_task, write_results
     from babeleval.loading import DEFAULT_MODEL, load_model
@@ -52,6 +53,7 @@ def run(model_spec, tasks, output, limit, dtype, batch_size):
     for name in tasks:
         get_task(name)  # fail on a typo before loading the model
     output.mkdir(parents=True, exist_ok=True)
+    enable_compilation_cache()
     click.echo(f"loading {model_spec or DEFAULT_MODEL} ...", err=True)
     model = load_model(model_spec or DEFAULT_MODEL, dtype=dtype)
     scorer = Scorer(model, batch_size=None if batch_size == "auto" else int(batch_size))

@@ -1,5 +1,5 @@
-"""Score the first XCOPA-sw questions in a separate process (optionally one of several
-jax.distributed processes) and write the log-likelihoods as JSON."""
+"""Score the first XCOPA-sw questions and continue their premises greedily in a separate
+process (optionally one of several jax.distributed processes); write the results as JSON."""
 import json
 import sys
 from pathlib import Path
@@ -11,15 +11,21 @@ def main(out: str, data: str, process_id: int, processes: int, port: int) -> Non
     if processes > 1:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=processes, process_id=process_id)
+    from babeleval.engine.generate import Generator
+    from babeleval.engine.requests import Generate
     from babeleval.engine.scoring import Scorer
     from babeleval.loading import load_model
     from babeleval.tasks.multiple_choice import requests_for
     from babeleval.tasks.xcopa import load_xcopa
 
     questions = load_xcopa(Path(data) / "xcopa" / "sw" / "test.sw.jsonl", "sw")[:12]
-    scorer = Scorer(load_model("smollm2-135m"))
+    model = load_model("smollm2-135m")
+    scorer = Scorer(model)
     results = scorer.loglikelihood(requests_for(questions))
+    generator = Generator(model)
+    texts = generator.generate([Generate(q.context, ("\n",), 8) for q in questions[:5]])
     Path(out).write_text(json.dumps({"logprob": [r.logprob for r in results], "rows": scorer.stats.questions,
+                                     "texts": texts, "generated": generator.stats.prompt_tokens > 0,
                                      "devices": jax.local_device_count(), "processes": jax.process_count()}))
 
 

@@ -1,10 +1,12 @@
 """The CLI: the default run (embedded model + embedded CLDR data) writes results and
-per-question samples and resumes; bad input is a one-line error."""
+per-question samples, keeps its compiled programs on disk, and resumes; bad input is a
+one-line error."""
 import json
 
 from click.testing import CliRunner
 
 from babeleval.cli.main import cli
+from babeleval.loading import cache_dir
 
 
 def test_default_run_writes_results_and_resumes(tmp_path):
@@ -16,6 +18,7 @@ def test_default_run_writes_results_and_resumes(tmp_path):
     task = summary["tasks"][0]
     assert task["metrics"]["n"] == 14 and 0.0 <= task["metrics"]["acc"] <= 1.0
     assert summary["model"]["arch"] == "llama" and summary["model"]["params"] == 134_515_008
+    assert any((cache_dir() / "jax").glob("jit_score_lines-*"))  # compiled programs kept for the next run
     samples = (out / "samples_cldr-weekdays.jsonl").read_text().splitlines()
     assert len(samples) == 14 and len(json.loads(samples[0])["loglikelihoods"]) == 7
     again = runner.invoke(cli, ["run", "--task", "cldr-weekdays", "--limit", "14", "--output", str(out)])

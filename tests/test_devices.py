@@ -1,5 +1,6 @@
 """Data parallelism: 2 local devices give the 1-device results, and two jax.distributed
-processes on 127.0.0.1 split the work and give the single-process results."""
+processes on 127.0.0.1 split the work (scoring and generation) and give the single-process
+results."""
 import json
 import os
 import socket
@@ -32,6 +33,7 @@ def test_two_devices_equal_one_device(shared_data, tmp_path):
     a, b = json.loads((tmp_path / "one.json").read_text()), json.loads((tmp_path / "two.json").read_text())
     assert (a["devices"], b["devices"]) == (1, 2)
     np.testing.assert_allclose(a["logprob"], b["logprob"], atol=1e-4)
+    assert a["texts"] == b["texts"]
 
 
 def test_two_processes_split_requests_and_agree(shared_data, tmp_path):
@@ -45,3 +47,4 @@ def test_two_processes_split_requests_and_agree(shared_data, tmp_path):
     assert outs[0]["rows"] + outs[1]["rows"] == ref["rows"] and min(o["rows"] for o in outs) > 0
     for o in outs:
         np.testing.assert_allclose(o["logprob"], ref["logprob"], atol=1e-4)
+        assert o["texts"] == ref["texts"] and o["generated"]  # each generated its share, all got all

@@ -77,3 +77,17 @@ def sum_over_processes(local: np.ndarray) -> np.ndarray:
     from jax.experimental import multihost_utils
 
     return np.asarray(multihost_utils.process_allgather(local)).sum(axis=0).astype(local.dtype)
+
+
+def texts_from_all_processes(texts: list[str]) -> list[str]:
+    """Each process filled only its own entries ("" elsewhere); every process gets them all
+    (as UTF-8 bytes summed over processes: the other processes add zeros)."""
+    if jax.process_count() == 1:
+        return texts
+    encoded = [t.encode("utf-8") for t in texts]
+    lengths = sum_over_processes(np.asarray([len(e) for e in encoded], np.int64))
+    buffer = np.zeros((len(texts), max(1, int(lengths.max(initial=0)))), np.uint8)
+    for i, e in enumerate(encoded):
+        buffer[i, :len(e)] = np.frombuffer(e, np.uint8)
+    buffer = sum_over_processes(buffer)
+    return [bytes(buffer[i, :lengths[i]]).decode("utf-8") for i in range(len(texts))]

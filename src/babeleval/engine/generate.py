@@ -23,7 +23,7 @@ import numpy as np
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
 from .buckets import CompileCounter, batch_size_for, length_bucket, next_pow2, padded_rows
-from .devices import num_devices, per_device, replicate, shard_batch
+from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
 from .requests import Generate
 
 
@@ -155,17 +155,18 @@ class Generator:
         return tok.prefix + ids[max(0, len(ids) - keep):]
 
     def generate(self, requests: list[Generate], progress=None) -> list[str]:
-        """Greedy continuations, in request order (requests with different stops/max_new_tokens batch apart)."""
+        """Greedy continuations, in request order (requests with different stops/max_new_tokens
+        batch apart). Across jax.distributed processes each answers its share, and all get all."""
         start = time.time()
         out = [""] * len(requests)
         groups: dict[tuple, list[int]] = {}
-        for i in range(len(requests)):
+        for i in split_for_process(len(requests)):
             groups.setdefault((requests[i].stop, requests[i].max_new_tokens), []).append(i)
         for (stops, max_new), members in groups.items():
             self._generate_group(requests, members, stops, max_new, out, progress)
         self.stats.requests += len(requests)
         self.stats.seconds += time.time() - start
-        return out
+        return texts_from_all_processes(out)
 
     def _generate_group(self, requests, members, stops, max_new, out, progress):
         prompts = {i: self.prompt_tokens(requests[i].context, max_new) for i in members}
