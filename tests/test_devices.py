@@ -48,3 +48,18 @@ def test_two_processes_split_requests_and_agree(shared_data, tmp_path):
     for o in outs:
         np.testing.assert_allclose(o["logprob"], ref["logprob"], atol=1e-4)
         assert o["texts"] == ref["texts"] and o["generated"]  # each generated its share, all got all
+
+
+def _device_count(**env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES", "BABELEVAL_CPU_DEVICES")}
+    return subprocess.run([sys.executable, "-c", "import babeleval, jax; print(jax.local_device_count())"],
+                          env={**clean, **env}, capture_output=True, text=True, timeout=120)
+
+
+def test_cpu_devices_per_core_unless_the_user_chose():
+    cores = len(os.sched_getaffinity(0))
+    assert _device_count().stdout.strip() == str(min(cores, 4))
+    assert _device_count(BABELEVAL_CPU_DEVICES="3").stdout.strip() == "3"
+    assert _device_count(XLA_FLAGS="--xla_force_host_platform_device_count=1").stdout.strip() == "1"
+    bad = _device_count(BABELEVAL_CPU_DEVICES="two")
+    assert bad.returncode != 0 and "BABELEVAL_CPU_DEVICES='two'" in bad.stderr

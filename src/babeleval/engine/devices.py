@@ -10,6 +10,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ..errors import BabelevalError
+
 
 CPU_DEVICES_ENV = "BABELEVAL_CPU_DEVICES"
 
@@ -26,7 +28,10 @@ def split_cpu_cores(limit: int = 4) -> None:
     if chosen is None and ("host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
                            or "JAX_NUM_CPU_DEVICES" in os.environ):
         return
-    count = int(chosen) if chosen else max(1, min(os.cpu_count() or 1, limit))
+    if chosen is not None and not (chosen.isdigit() and int(chosen) > 0):
+        raise BabelevalError(f"{CPU_DEVICES_ENV}={chosen!r}: expected a positive number of CPU devices")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    count = int(chosen) if chosen else max(1, min(cores, limit))
     try:
         jax.config.update("jax_num_cpu_devices", count)
     except RuntimeError:  # backends already started: keep what they have
