@@ -33,6 +33,19 @@ def batch_size_for(length: int, token_budget: int, devices: int, limit: int | No
     return max(size, devices)
 
 
+def length_batches(lengths: list[int], token_budget: int, devices: int, extra: int = 0,
+                   batch_size: int | None = None, minimum: int = 16):
+    """Batches over items sorted longest first: a batch's length is the bucket of its first
+    item, its size the fixed batch_size or the most rows of (bucket + extra) tokens that fit
+    the token budget. Yields (bucket, start, stop) into the sorted items."""
+    i = 0
+    while i < len(lengths):
+        bucket = length_bucket(lengths[i], minimum)
+        size = batch_size or batch_size_for(bucket + extra, token_budget, devices)
+        yield bucket, i, min(i + size, len(lengths))
+        i += size
+
+
 class CompileCounter:
     """Counts distinct (function, shape) signatures: each one is a compiled XLA program."""
 

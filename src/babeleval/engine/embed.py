@@ -16,7 +16,7 @@ import numpy as np
 from ..models import build_module
 from ..models.config import EncoderConfig
 from ..models.encoder import pool
-from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
+from .buckets import CompileCounter, length_batches, padded_rows
 from .devices import num_devices, replicate, shard_batch
 from .forward import encoder_forward, padded_causal
 from .requests import Embed
@@ -56,16 +56,13 @@ class Embedder:
         rows = self.tokens([r.prefix + r.text for r in requests])
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         out = None
-        i = 0
-        while i < len(order):
-            length = length_bucket(len(rows[order[i]]), 8)
-            size = self.batch_size or batch_size_for(length, self.token_budget, num_devices())
-            batch = order[i:i + size]
+        for length, first, stop in length_batches([len(rows[j]) for j in order], self.token_budget, num_devices(),
+                                                  batch_size=self.batch_size, minimum=8):
+            batch = order[first:stop]
             vectors = self._run([rows[j] for j in batch], length)
             if out is None:
                 out = np.zeros((len(rows), vectors.shape[1]), np.float32)
             out[batch] = vectors[:len(batch)]
-            i += len(batch)
             if progress:
                 progress(len(batch))
         self.seconds += time.time() - start

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
-from .buckets import CompileCounter, batch_size_for, length_bucket, next_pow2, padded_rows
+from .buckets import CompileCounter, length_batches, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
 from .requests import Generate
 
@@ -174,16 +174,13 @@ class Generator:
         new_bucket = next_pow2(max_new, 8)
         stop_ids = np.asarray(stop_token_ids(self.model.tokenizer, tuple(stops)) or (-1,), np.int32)
         stop_ids = np.pad(stop_ids, (0, next_pow2(len(stop_ids)) - len(stop_ids)), constant_values=-1)
-        i = 0
-        while i < len(order):
-            slots = length_bucket(len(prompts[order[i]]))
-            size = self.batch_size or batch_size_for(slots + new_bucket, self.decode_budget, num_devices())
-            group = order[i:i + size]
+        for slots, start, stop in length_batches([len(prompts[i]) for i in order], self.decode_budget, num_devices(),
+                                                 new_bucket, self.batch_size):
+            group = order[start:stop]
             new = self._decode_group([prompts[j] for j in group], slots, new_bucket, stop_ids, max_new)
             for r, j in enumerate(group):
                 out[j] = self._text(new[r], stops)
                 self.stats.prompt_tokens += len(prompts[j])
-            i += len(group)
             if progress:
                 progress(len(group))
 
@@ -191,17 +188,15 @@ class Generator:
         """Prefill the prompts (longest first) in token-budget batches, then decode them together.
         Returns every prompt's new tokens (-1 after it stopped)."""
         devices = num_devices()
-        batches, firsts, caches, j = [], [], [], 0
-        while j < len(prompts):
-            length = length_bucket(len(prompts[j]))
-            size = self.batch_size or batch_size_for(length + new_bucket, self.token_budget, devices)
-            batches.append(list(range(j, min(j + size, len(prompts)))))
-            tokens, valid = _left_padded([prompts[k] for k in batches[-1]], length, padded_rows(len(batches[-1]), devices))
+        batches, firsts, caches = [], [], []
+        for length, start, stop in length_batches([len(p) for p in prompts], self.token_budget, devices, new_bucket,
+                                                  self.batch_size):
+            batches.append(list(range(start, stop)))
+            tokens, valid = _left_padded(prompts[start:stop], length, padded_rows(stop - start, devices))
             self.stats.compiles.see("prefill", *tokens.shape)
             first, cache = prefill(self.params, *shard_batch(tokens, valid), config=self.model.config, dtype=self.model.dtype)
             firsts.append(first)
             caches.append(cache)
-            j += size
         first, cache = join_batches(tuple(firsts), tuple(caches), slots=slots, max_new=new_bucket)
         order = decode_row_order([f.shape[0] for f in firsts], devices)
         owner = [batches[b][r] if r < len(batches[b]) else None for b, r in order]  # None: a padding row
