@@ -31,20 +31,20 @@ def main():
     import jax
 
     from babeleval.engine.generate import Generator
-    from babeleval.engine.requests import Generate
+    from babeleval.requests import Generate
     from babeleval.engine.scoring import Scorer
     from babeleval.loading import load_model
-    from babeleval.tasks.multiple_choice import aggregate, requests_for, score_questions
-    from babeleval.tasks.xcopa import load_xcopa
+    from babeleval.evaluate import prepare_task
+    from babeleval.tasks.files import find_task
     from test_generate import xquad_prompts
 
     data = Path(__file__).resolve().parents[2] / "shared" / "data"
     report = {"devices": [str(d) for d in jax.devices()], "model": args.model, "dtype": args.dtype}
     model = load_model(args.model, dtype=args.dtype)
     params = model.num_params
-    questions = [q for lang in ("sw", "ta") for q in load_xcopa(data / "xcopa" / lang / f"test.{lang}.jsonl", lang)
-                 ][: args.questions]
-    requests = requests_for(questions)
+    units = prepare_task(find_task("xcopa:sw,ta"), data)
+    kind, questions = units[0].kind, [q for u in units for q in u.items][: args.questions]
+    requests = kind.requests(questions)
     Scorer(model, token_budget=65536).loglikelihood(requests)  # compile
     scorer = Scorer(model, token_budget=65536)
     start = time.perf_counter()
@@ -53,7 +53,7 @@ def main():
     tokens = scorer.stats.tokens_computed / seconds
     report["scoring"] = {"requests_per_s": len(requests) / seconds, "tokens_per_s": tokens,
                          "mfu": 2 * params * tokens / (args.peak_tflops * 1e12),
-                         "acc": aggregate(score_questions(questions, results))["acc"],
+                         "acc": kind.aggregate(kind.score(questions, results))["acc"],
                          "compiles": scorer.stats.compiles.count}
     prompts = [Generate(p, ("\n",), 32) for p in xquad_prompts(data, args.prompts)]
     Generator(model, token_budget=262144).generate(prompts)  # compile

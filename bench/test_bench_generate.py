@@ -15,7 +15,7 @@ import time
 import pytest
 
 from babeleval.engine.generate import Generator, cut_at_stop, stop_token_ids
-from babeleval.engine.requests import Generate
+from babeleval.requests import Generate
 from conftest import SHARED
 from real_models import ours
 from test_generate import transformers_generate, xquad_prompts

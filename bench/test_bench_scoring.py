@@ -20,10 +20,9 @@ import pytest
 
 from babeleval.engine.scoring import Scorer
 from babeleval.engine.tokenize import split_pairs
-from babeleval.tasks.multiple_choice import aggregate, requests_for, score_questions
-from babeleval.tasks.sib200 import load_sib200
-from babeleval.tasks.xcopa import load_xcopa
-from babeleval.engine.requests import LoglikelihoodResult
+from babeleval.evaluate import prepare_task
+from babeleval.requests import LoglikelihoodResult
+from babeleval.tasks.files import find_task
 from conftest import SHARED
 from lm_eval_peer import lm_eval_loglikelihood, lm_eval_model
 from real_models import ours, reference
@@ -32,12 +31,7 @@ XCOPA_N = int(os.environ.get("XCOPA_QUESTIONS", "500"))  # per language
 SIB_N = int(os.environ.get("SIB_QUESTIONS", "50"))  # per language
 SERIAL_N = int(os.environ.get("SERIAL_QUESTIONS", "25"))  # per language
 SLICES = int(os.environ.get("BENCH_SLICES", "4"))  # the systems take turns slice by slice
-TASKS = {
-    "xcopa": lambda n: [q for lang in ("sw", "ta")
-                        for q in load_xcopa(SHARED / "xcopa" / lang / f"test.{lang}.jsonl", lang)[:n]],
-    "sib200": lambda n: [q for lang in ("eng_Latn", "hin_Deva", "swh_Latn", "amh_Ethi")
-                         for q in load_sib200(SHARED / "sib200" / lang)[:n]],
-}
+TASKS = {"xcopa": "xcopa:sw,ta", "sib200": "sib200:eng_Latn,hin_Deva,swh_Latn,amh_Ethi"}
 SIZES = {"xcopa": XCOPA_N, "sib200": SIB_N}
 RESULTS = {}
 
@@ -54,19 +48,25 @@ def serial_torch(model, ref, requests):
     return out
 
 
-def accuracy(questions, logprobs):
+def load(task, n):
+    """The task's multiple-choice kind and the first n questions of each language."""
+    units = prepare_task(find_task(TASKS[task]), SHARED, n)
+    return units[0].kind, [q for u in units for q in u.items]
+
+
+def accuracy(kind, questions, logprobs):
     results = [LoglikelihoodResult(lp, False, 1) for lp in logprobs]
-    return aggregate(score_questions(questions, results))["acc"]
+    return kind.aggregate(kind.score(questions, results))["acc"]
 
 
-def interleaved(questions, systems):
+def interleaved(kind, questions, systems):
     """Every system answers the same SLICES slices of the questions in turn (slice 1: A then
     B, slice 2: A then B, ...), so a shared machine that slows down mid-run slows all of them
     alike. Returns the questions in the order answered and, per system, (log-probs, seconds)."""
     slices = [questions[k::SLICES] for k in range(SLICES)]
     out = {name: ([], 0.0) for name in systems}
     for part in slices:
-        requests = requests_for(part)
+        requests = kind.requests(part)
         for name, fn in systems.items():
             start = time.perf_counter()
             logprobs = fn(requests)
@@ -78,12 +78,12 @@ def interleaved(questions, systems):
 @pytest.mark.parametrize("task", TASKS)
 def test_babeleval_vs_lm_eval_hf(benchmark, task):
     model = ours("smollm2-135m")
-    questions = TASKS[task](SIZES[task])
+    kind, questions = load(task, SIZES[task])
     lm = lm_eval_model(model, reference("smollm2-135m"))
     warm = Scorer(model)
     start = time.perf_counter()
     for k in range(SLICES):  # compiles every shape the slices need, outside the timing
-        warm.loglikelihood(requests_for(questions[k::SLICES]))
+        warm.loglikelihood(kind.requests(questions[k::SLICES]))
     warm_seconds = time.perf_counter() - start
     scorers = []
 
@@ -92,10 +92,10 @@ def test_babeleval_vs_lm_eval_hf(benchmark, task):
         return [r.logprob for r in scorers[-1].loglikelihood(requests)]
 
     systems = {"babeleval": babeleval, "lm_eval": lambda r: lm_eval_loglikelihood(lm, r)}
-    ordered, out = benchmark.pedantic(interleaved, args=(questions, systems), rounds=1, iterations=1)
-    requests = len(requests_for(ordered))
+    ordered, out = benchmark.pedantic(interleaved, args=(kind, questions, systems), rounds=1, iterations=1)
+    requests = len(kind.requests(ordered))
     for name, (logprobs, seconds) in out.items():
-        RESULTS[(task, name)] = (np.asarray(logprobs), requests / seconds, accuracy(ordered, logprobs))
+        RESULTS[(task, name)] = (np.asarray(logprobs), requests / seconds, accuracy(kind, ordered, logprobs))
         print(f"\n{task} {name}: {requests} requests in {seconds:.1f} s, {requests / seconds:.1f} requests/s, "
               f"acc {RESULTS[(task, name)][2]:.4f}")
     tokens = sum(s.stats.tokens_computed for s in scorers)
@@ -114,10 +114,10 @@ def test_babeleval_vs_lm_eval_hf(benchmark, task):
 @pytest.mark.parametrize("task", TASKS)
 def test_transformers_serial(benchmark, task):
     model, ref = ours("smollm2-135m"), reference("smollm2-135m")
-    questions = TASKS[task](SERIAL_N)
-    requests = requests_for(questions)
+    kind, questions = load(task, SERIAL_N)
+    requests = kind.requests(questions)
     start = time.perf_counter()
     logprobs = benchmark.pedantic(lambda: serial_torch(model, ref, requests), rounds=1, iterations=1)
     rate = len(requests) / (time.perf_counter() - start)
-    print(f"\n{task} serial: {len(requests)} requests, {rate:.1f} requests/s, acc {accuracy(questions, logprobs):.4f}")
+    print(f"\n{task} serial: {len(requests)} requests, {rate:.1f} requests/s, acc {accuracy(kind, questions, logprobs):.4f}")
     print(f"speed-up vs serial: {RESULTS[(task, 'babeleval')][1] / rate:.2f}x")

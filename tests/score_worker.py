@@ -12,16 +12,17 @@ def main(out: str, data: str, process_id: int, processes: int, port: int) -> Non
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=processes, process_id=process_id)
     from babeleval.engine.generate import Generator
-    from babeleval.engine.requests import Generate
+    from babeleval.requests import Generate
     from babeleval.engine.scoring import Scorer
     from babeleval.loading import load_model
-    from babeleval.tasks.multiple_choice import requests_for
-    from babeleval.tasks.xcopa import load_xcopa
+    from babeleval.evaluate import prepare_task
+    from babeleval.tasks.files import find_task
 
-    questions = load_xcopa(Path(data) / "xcopa" / "sw" / "test.sw.jsonl", "sw")[:12]
+    unit, = prepare_task(find_task("xcopa-sw"), Path(data), limit=12)
+    questions = unit.items
     model = load_model("smollm2-135m")
     scorer = Scorer(model)
-    results = scorer.loglikelihood(requests_for(questions))
+    results = scorer.loglikelihood(unit.kind.requests(questions))
     generator = Generator(model)
     texts = generator.generate([Generate(q.context, ("\n",), 8) for q in questions[:5]])
     Path(out).write_text(json.dumps({"logprob": [r.logprob for r in results], "rows": scorer.stats.questions,

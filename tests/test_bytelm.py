@@ -5,7 +5,6 @@ import numpy as np
 from babeleval.loading import load_model
 from babeleval.models import init_params
 from babeleval.models.bytelm import bytelm_config, train_bytelm
-from babeleval.tasks.cldr import load_cldr
 
 
 def real_text(shared_data) -> str:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from babeleval.engine.embed import Embedder
-from babeleval.engine.requests import Embed
+from babeleval.requests import Embed
 from real_models import ours, pad, reference
 
 

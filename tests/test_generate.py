@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from babeleval.engine.generate import Generator, cut_at_stop
-from babeleval.engine.requests import Generate
+from babeleval.requests import Generate
 from real_models import ours, pad, reference
 
 

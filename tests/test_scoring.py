@@ -4,34 +4,40 @@ results on 1 and 2 devices."""
 import numpy as np
 import pytest
 
-from babeleval.engine.requests import Loglikelihood
+from babeleval.requests import Loglikelihood
 from babeleval.engine.scoring import Scorer
 from babeleval.engine.tokenize import split_pairs
-from babeleval.tasks.multiple_choice import aggregate, requests_for, score_questions
-from babeleval.tasks.xcopa import load_xcopa
+from babeleval.evaluate import prepare_task
+from babeleval.tasks.files import find_task
 from real_models import ours, reference
 
 
 @pytest.fixture(scope="module")
-def xcopa_sw(shared_data):
-    return load_xcopa(shared_data / "xcopa" / "sw" / "test.sw.jsonl", "sw")[:40]
+def xcopa_unit(shared_data):
+    unit, = prepare_task(find_task("xcopa-sw"), shared_data, limit=40)
+    return unit
 
 
-def test_batched_equals_one_at_a_time(xcopa_sw):
+@pytest.fixture(scope="module")
+def xcopa_sw(xcopa_unit):
+    return xcopa_unit.items
+
+
+def test_batched_equals_one_at_a_time(xcopa_unit, xcopa_sw):
     model = ours("smollm2-135m")
-    requests = requests_for(xcopa_sw)
+    requests = xcopa_unit.kind.requests(xcopa_sw)
     batched = Scorer(model).loglikelihood(requests)
     single = Scorer(model, batch_size=1).loglikelihood(requests[:16])
     assert max(abs(a.logprob - b.logprob) for a, b in zip(batched, single)) <= 1e-4
     assert [a.is_greedy for a in batched[:16]] == [b.is_greedy for b in single]
 
 
-def test_matches_transformers_loglikelihoods_and_accuracy(xcopa_sw):
+def test_matches_transformers_loglikelihoods_and_accuracy(xcopa_unit, xcopa_sw):
     import torch
 
     model, ref = ours("smollm2-135m"), reference("smollm2-135m")
     questions = xcopa_sw[:20]
-    requests = requests_for(questions)
+    requests = xcopa_unit.kind.requests(questions)
     got = Scorer(model).loglikelihood(requests)
     pairs = split_pairs(model.tokenizer, [(r.context, r.continuation) for r in requests])
     want = []
@@ -42,9 +48,10 @@ def test_matches_transformers_loglikelihoods_and_accuracy(xcopa_sw):
             positions = range(len(context) - 1, len(context) + len(continuation) - 1)
             want.append(sum(float(logp[p, t]) for p, t in zip(positions, continuation)))
     assert max(abs(g.logprob - w) for g, w in zip(got, want)) <= 1e-3
-    ours_acc = aggregate(score_questions(questions, got))["acc"]
+    kind = xcopa_unit.kind
+    ours_acc = kind.aggregate(kind.score(questions, got))["acc"]
     ref_results = [type(g)(w, g.is_greedy, g.num_tokens) for g, w in zip(got, want)]
-    assert ours_acc == aggregate(score_questions(questions, ref_results))["acc"]
+    assert ours_acc == kind.aggregate(kind.score(questions, ref_results))["acc"]
 
 
 def test_token_boundary_follows_lm_eval():
@@ -60,9 +67,9 @@ def test_empty_continuation_is_handled():
     assert result.logprob == 0.0 and result.num_tokens == 0 and result.is_greedy
 
 
-def test_options_share_context_and_compiled_programs_stay_few(xcopa_sw):
+def test_options_share_context_and_compiled_programs_stay_few(xcopa_unit, xcopa_sw):
     scorer = Scorer(ours("smollm2-135m"))
-    scorer.loglikelihood(requests_for(xcopa_sw))
+    scorer.loglikelihood(xcopa_unit.kind.requests(xcopa_sw))
     assert scorer.stats.questions == len(xcopa_sw)  # one packed row per question: context computed once
     assert scorer.stats.lines < len(xcopa_sw) / 2  # short questions share lines
     assert scorer.stats.tokens_padded < 1.3 * scorer.stats.tokens_computed

@@ -1,7 +1,6 @@
-"""babeleval: evaluate language models on multilingual and low-resource benchmarks, fast."""
+"""babeleval: evaluate language models on multilingual and low-resource benchmarks, fast.
 
-from .engine.devices import split_cpu_cores
+Importing the package, a task or a metric starts nothing: JAX is imported (and given its
+CPU devices) only by the engine, the models and the loaders."""
 
 __version__ = "0.1.0"
-
-split_cpu_cores()

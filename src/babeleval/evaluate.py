@@ -1,77 +1,178 @@
-"""One evaluation run: for each task, questions -> requests -> engine -> per-question
-records (appended to samples.jsonl as they are computed) -> aggregate -> results.json.
+"""One evaluation run, the call the CLI wraps:
 
-A run that is killed resumes: questions whose records are already in the task's
-samples file are not scored again.
+    evaluate(model, ["xcopa:sw,ta", "path/to/my_task.yaml"], "results/run1", data="../shared/data")
+
+Every task is loaded and its documents read, checked and rendered before the model loads
+(a malformed row fails in a second, not after the model). Then, per task and variant:
+documents -> requests -> the engine for that request type -> records, appended to
+samples_<task>.jsonl and flushed as they are computed -> aggregates -> results.json
+(written atomically). A run that is killed resumes: records already in the samples file
+are not computed again. Each record carries its variant's signature (a hash of the
+templates and settings): a samples file written with other templates is refused.
 """
 from __future__ import annotations
 
 import json
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from .engines import Engines
+from .errors import BabelevalError
+from .results import SCHEMA_VERSION, summarise, write_json_atomic
+from .tasks.bitext import Bitext
+from .tasks.config import TaskConfig, Variant
+from .tasks.documents import load_documents, load_shots
+from .tasks.files import find_task
+from .tasks.generation import Generation
+from .tasks.multiple_choice import MultipleChoice
 
-from .engine.scoring import Scorer
-from .tasks.multiple_choice import aggregate, requests_for, score_questions
-from .tasks.registry import get_task
-
-CHUNK = 256  # questions scored between two appends to samples.jsonl
+KINDS = {"multiple_choice": MultipleChoice, "generation": Generation, "bitext": Bitext}
+CHUNK = 256  # documents between two appends to the samples file
 
 
-def _done_records(path: Path) -> dict[str, dict]:
-    if not path.exists():
-        return {}
+@dataclass
+class Unit:
+    """One variant ready to run: its kind and its prepared items (questions, prompts, pairs)."""
+
+    variant: Variant
+    kind: object
+    items: list
+
+
+def prepare_task(task: TaskConfig, data: Path | None = None, limit: int | None = None) -> list[Unit]:
+    units = []
+    for variant in task.variants:
+        kind = KINDS[variant.kind](variant)
+        docs = load_documents(variant, data, limit)
+        units.append(Unit(variant, kind, kind.prepare(docs, load_shots(variant, data))))
+    return units
+
+
+def _read_samples(path: Path, variants: dict[str, Variant]) -> dict[tuple[str, str], dict]:
     done = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    if not path.exists():
+        return done
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
             record = json.loads(line)
-            done[record["id"]] = record
-        except (json.JSONDecodeError, KeyError):
-            continue  # a line cut by a kill: that question is scored again
+            key, doc_id, signature = record["key"], record["id"], record["signature"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a line cut by a kill: that document is computed again
+        if key in variants and signature != variants[key].signature:
+            raise BabelevalError(f"{path}:{n}: written by another configuration of {key} (signature {signature}, "
+                                 f"now {variants[key].signature}: a template or setting changed); use another "
+                                 "--output or delete the file")
+        done[(key, doc_id)] = record
     return done
 
 
-def load_questions(task_name: str, limit: int | None = None) -> list:
-    questions = get_task(task_name).load()
-    return questions[:limit] if limit else questions
+def _chunks(units: list[Unit], todo: dict[str, list]):
+    """Pieces of at most CHUNK documents, across variants (one engine call packs the
+    questions of several languages or orders together); a kind that needs its whole set
+    at once (bitext search) is one piece per variant."""
+    piece, size = [], 0
+    for unit in units:
+        items = todo[unit.variant.key]
+        if not unit.kind.chunked:
+            if items:
+                yield [(unit, items)]
+            continue
+        while items:
+            take, items = items[: CHUNK - size], items[CHUNK - size:]
+            piece.append((unit, take))
+            size += len(take)
+            if size >= CHUNK:
+                yield piece
+                piece, size = [], 0
+    if piece:
+        yield piece
 
 
-def run_task(model, task_name: str, output: Path, questions: list, scorer: Scorer | None = None,
-             progress=None) -> dict:
-    """Score `questions` (from load_questions) of task_name, appending to its samples file."""
-    spec = get_task(task_name)
-    samples = output / f"samples_{task_name}.jsonl"
-    done = _done_records(samples)
-    todo = [q for q in questions if q.id not in done]
-    scorer = scorer or Scorer(model)
+def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path, progress=None) -> dict:
+    samples = output / f"samples_{task.name}.jsonl"
+    done = _read_samples(samples, {u.variant.key: u.variant for u in units})
+    todo = {u.variant.key: [item for item in u.items if (u.variant.key, item.id) not in done] for u in units}
+    resumed = sum(len(u.items) - len(todo[u.variant.key]) for u in units)
+    if progress and resumed:
+        progress(resumed)
     start = time.time()
     with samples.open("a", encoding="utf-8") as sink:
-        for i in range(0, len(todo), CHUNK):
-            chunk = todo[i: i + CHUNK]
-            for record in score_questions(chunk, scorer.loglikelihood(requests_for(chunk))):
-                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-                done[record["id"]] = record
+        for piece in _chunks(units, todo):
+            requests = [unit.kind.requests(items) for unit, items in piece]
+            answers = engines.answer([r for rs in requests for r in rs])
+            offset = 0
+            for (unit, items), rs in zip(piece, requests):
+                v = unit.variant
+                for record in unit.kind.score(items, answers[offset: offset + len(rs)]):
+                    record.update(key=v.key, subset=v.subset, variant=dict(v.axes), signature=v.signature)
+                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    done[(v.key, record["id"])] = record
+                offset += len(rs)
             sink.flush()
             if progress:
-                progress(len(chunk))
-    records = [done[q.id] for q in questions]
-    metrics = aggregate(records)
-    return {"task": task_name, "languages": list(spec.languages), "main_metric": spec.main_metric,
-            "main_score": metrics[spec.main_metric], "metrics": metrics, "source": spec.source,
-            "seconds": round(time.time() - start, 2), "resumed": len(questions) - len(todo)}
+                progress(sum(len(items) for _, items in piece))
+    records = [done[(u.variant.key, item.id)] for u in units for item in u.items]
+    aggregate = units[0].kind.aggregate if units else (lambda rs: {"n": 0})
+    summary = summarise(records, aggregate, task.main_metric, task.axes)
+    metric_signatures = units[0].kind.signatures() if units and hasattr(units[0].kind, "signatures") else {}
+    return {"task": task.name, "version": task.version, "kind": task.kind, "protocol": task.protocol,
+            "signature": task.signature, "source": task.source, "license": task.license,
+            "languages": {s: m for s, m in task.subsets.items()}, "main_metric": task.main_metric,
+            **summary, "metric_signatures": metric_signatures,
+            "seconds": round(time.time() - start, 2), "resumed": resumed}
 
 
-def write_results(output: Path, model, task_results: list[dict], scorer: Scorer) -> Path:
-    stats = scorer.stats
-    summary = {
-        "model": {"source": model.source, "arch": model.config.arch, "params": model.num_params,
-                  "dtype": np.dtype(model.dtype).name},
-        "tasks": task_results,
-        "engine": {"requests": stats.requests, "questions": stats.questions, "lines": stats.lines, "tokens_computed": stats.tokens_computed,
-                   "tokens_padded": stats.tokens_padded, "compiled_programs": stats.compiles.count,
-                   "seconds": round(stats.seconds, 2)},
-    }
-    path = output / "results.json"
-    path.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
-    return path
+def _model_summary(model) -> dict:
+    import numpy as np
+
+    return {"source": model.source, "arch": model.config.arch, "params": model.num_params,
+            "dtype": np.dtype(model.dtype).name}
+
+
+def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),
+             limit: int | None = None, dtype: str = "float32", batch_size: int | None = None, progress: bool = True,
+             compile_cache: bool = True, log=None) -> dict:
+    """Run `tasks` (names, NAME:SUBSETS, .yaml paths or TaskConfig) on `model` (a spec that
+    load_model accepts, or a LoadedModel); write samples and results.json under `output`."""
+    log = log or (lambda message: print(message, file=sys.stderr))
+    output = Path(output)
+    configs = [t if isinstance(t, TaskConfig) else find_task(t, task_dirs) for t in tasks]
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise BabelevalError(f"task {next(n for n in names if names.count(n) > 1)!r} given twice: give it once, "
+                             "with the subsets as NAME:A,B")
+    prepared = [prepare_task(c, Path(data) if data is not None else None, limit) for c in configs]
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BabelevalError(f"{output}: cannot create the output folder ({exc.strerror})") from None
+    from . import engine  # noqa: F401  (JAX gets its CPU devices before the model is loaded)
+
+    if compile_cache:
+        from .engine.compile_cache import enable_compilation_cache
+
+        enable_compilation_cache()
+    if isinstance(model, str):
+        from .loading import load_model
+
+        log(f"loading {model} ...")
+        model = load_model(model, dtype=dtype)
+    engines = Engines(model, batch_size)
+    task_results = {}
+    for config, units in zip(configs, prepared):
+        total = sum(len(u.items) for u in units)
+        if progress:
+            from tqdm import tqdm
+
+            with tqdm(total=total, desc=config.name, unit="doc", file=sys.stderr) as bar:
+                task_results[config.name] = run_task(engines, config, units, output, bar.update)
+        else:
+            task_results[config.name] = run_task(engines, config, units, output)
+    from . import __version__
+
+    summary = {"schema_version": SCHEMA_VERSION, "babeleval": __version__, "model": _model_summary(model),
+               "limit": limit, "tasks": task_results, "engine": engines.stats()}
+    write_json_atomic(output / "results.json", summary)
+    return summary

@@ -19,7 +19,7 @@ from ..models.encoder import pool
 from .buckets import CompileCounter, length_batches, padded_rows
 from .devices import num_devices, replicate, shard_batch
 from .forward import encoder_forward, padded_causal
-from .requests import Embed
+from ..requests import Embed
 
 
 @partial(jax.jit, static_argnames=("config", "dtype"))

@@ -24,7 +24,7 @@ from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
 from .buckets import CompileCounter, length_batches, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
-from .requests import Generate
+from ..requests import Generate, GenerateResult
 
 
 def _positions(valid):
@@ -155,10 +155,15 @@ class Generator:
         return tok.prefix + ids[max(0, len(ids) - keep):]
 
     def generate(self, requests: list[Generate], progress=None) -> list[str]:
-        """Greedy continuations, in request order (requests with different stops/max_new_tokens
-        batch apart). Across jax.distributed processes each answers its share, and all get all."""
+        """Greedy continuations, in request order."""
+        return [r.text for r in self.generate_results(requests, progress)]
+
+    def generate_results(self, requests: list[Generate], progress=None) -> list[GenerateResult]:
+        """Greedy continuations with why each stopped, in request order (requests with different
+        stops/max_new_tokens batch apart). Across jax.distributed processes each answers its
+        share, and all get all."""
         start = time.time()
-        out = [""] * len(requests)
+        out = [GenerateResult("", "", 0)] * len(requests)
         groups: dict[tuple, list[int]] = {}
         for i in split_for_process(len(requests)):
             groups.setdefault((requests[i].stop, requests[i].max_new_tokens), []).append(i)
@@ -166,7 +171,10 @@ class Generator:
             self._generate_group(requests, members, stops, max_new, out, progress)
         self.stats.requests += len(requests)
         self.stats.seconds += time.time() - start
-        return texts_from_all_processes(out)
+        texts = texts_from_all_processes([r.text for r in out])
+        reasons = texts_from_all_processes([r.stop_reason for r in out])
+        counts = texts_from_all_processes([str(r.new_tokens) if r.stop_reason else "" for r in out])  # "" where not ours
+        return [GenerateResult(t, why, int(n or 0)) for t, why, n in zip(texts, reasons, counts)]
 
     def _generate_group(self, requests, members, stops, max_new, out, progress):
         prompts = {i: self.prompt_tokens(requests[i].context, max_new) for i in members}
@@ -179,7 +187,7 @@ class Generator:
             group = order[start:stop]
             new = self._decode_group([prompts[j] for j in group], slots, new_bucket, stop_ids, max_new)
             for r, j in enumerate(group):
-                out[j] = self._text(new[r], stops)
+                out[j] = self._result(new[r], stops, requests[j].max_new_chars)
                 self.stats.prompt_tokens += len(prompts[j])
             if progress:
                 progress(len(group))
@@ -210,13 +218,24 @@ class Generator:
                 out[k] = new[row, :max_new].tolist()
         return out
 
-    def _text(self, ids: list[int], stops) -> str:
+    def _result(self, ids: list[int], stops, max_chars: int | None) -> GenerateResult:
+        """Cut at EOS, then at the first stop string, then at max_chars characters; a cut by
+        the length limit never ends in a partial UTF-8 sequence (byte-fallback tokens)."""
         tok = self.model.tokenizer
         ids = [t for t in ids if t >= 0]
+        reason = "length"
         if tok.eos_id in ids:
-            ids = ids[:ids.index(tok.eos_id)]
+            ids, reason = ids[:ids.index(tok.eos_id)], "eos"
         self.stats.new_tokens += len(ids)
-        return cut_at_stop(tok.decode(ids), stops)
+        text = tok.decode(ids)
+        cut = cut_at_stop(text, stops)
+        if cut != text:
+            text, reason = cut, "stop"
+        elif reason == "length":
+            text = text.rstrip("\ufffd")
+        if max_chars is not None and len(text) > max_chars:
+            text, reason = text[:max_chars], "length"
+        return GenerateResult(text, reason, len(ids))
 
 
 def _left_padded(prompts: list[list[int]], length: int, rows: int):

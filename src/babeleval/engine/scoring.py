@@ -24,7 +24,7 @@ from ..models import build_module
 from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import score_positions
-from .requests import Loglikelihood, LoglikelihoodResult
+from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
 
 

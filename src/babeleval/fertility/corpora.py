@@ -119,18 +119,19 @@ def text_file(path: Path, language: str) -> dict[str, dict[str, str]]:
 CORPORA = ("udhr", "tokenizerbench", "sib200", "nusax")
 
 
-def load_corpus(spec: str, languages: list[str] | None = None) -> dict[str, dict[str, str]]:
-    """A named corpus (CORPORA) or a UTF-8 text file (then exactly one language code)."""
-    from ..tasks.registry import data_root
+def load_corpus(spec: str, languages: list[str] | None = None, data: Path | None = None) -> dict[str, dict[str, str]]:
+    """A named corpus (CORPORA) or a UTF-8 text file (then exactly one language code);
+    sib200 and nusax read the benchmark files under `data` (the data root)."""
+    from ..tasks.files import data_root
 
     if spec == "udhr":
         return udhr(languages)
     if spec == "tokenizerbench":
         return tokenizerbench(languages)
     if spec == "sib200":
-        return sib200(data_root(), languages or ["eng_Latn", "hin_Deva", "swh_Latn", "amh_Ethi"])
+        return sib200(data_root(data), languages or ["eng_Latn", "hin_Deva", "swh_Latn", "amh_Ethi"])
     if spec == "nusax":
-        return nusax_mt(data_root(), languages)
+        return nusax_mt(data_root(data), languages)
     path = Path(spec).expanduser()
     if not path.is_file():
         raise BabelevalError(f"corpus {spec!r}: not one of {', '.join(CORPORA)} nor a text file")

@@ -11,6 +11,28 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import BabelevalError
+
+CHOICES = {
+    "norm": ("rms", "layer"),
+    "mlp": ("gated", "plain"),
+    "activation": ("silu", "gelu_tanh", "gelu"),
+    "position": ("rope", "learned", "alibi"),
+    "pooling": ("cls", "mean", "pooler"),
+}
+
+
+def check_choices(config) -> None:
+    """A config string outside its choices is an error naming both (a typo must not
+    silently pick LayerNorm or drop the position encoding)."""
+    for name, choices in CHOICES.items():
+        value = getattr(config, name, None)
+        if value is not None and value not in choices:
+            raise BabelevalError(f"{config.arch}: {name}={value!r} is not one of {', '.join(choices)}")
+    for layer_type in getattr(config, "layer_types", ()):
+        if layer_type not in ("full", "sliding"):
+            raise BabelevalError(f"{config.arch}: layer type {layer_type!r} is not one of full, sliding")
+
 
 @dataclass(frozen=True)
 class DecoderConfig:
@@ -50,6 +72,9 @@ class DecoderConfig:
     pad_token_id: int | None = None
     kind: str = "decoder"
 
+    def __post_init__(self):
+        check_choices(self)
+
     def is_sliding(self, layer: int) -> bool:
         return bool(self.layer_types) and self.layer_types[layer] == "sliding" and self.sliding_window is not None
 
@@ -71,6 +96,9 @@ class EncoderConfig:
     pooling: str = "mean"  # "cls" | "mean" | "pooler"
     normalize: bool = False
     kind: str = "encoder"
+
+    def __post_init__(self):
+        check_choices(self)
 
     @property
     def head_dim(self) -> int:

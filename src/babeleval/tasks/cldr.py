@@ -1,12 +1,12 @@
-"""The embedded default suite: CLDR month and weekday names (from the babel package,
-so the data arrives with the install). A question asks for the word in a language and
-offers that language's 12 months (or 7 weekdays): many options sharing one context,
-across scripts (Latin, Ethiopic, Devanagari, Tamil ...)."""
+"""CLDR month and weekday names from the babel package (the data arrives with the install):
+the documents of the embedded default suite. One document per (language, English name):
+its fields are the English word, the language's display name in English, the language's
+names (the options) and the index of the right one."""
 from __future__ import annotations
 
-from .multiple_choice import Question
+from .sources import Raw
 
-LANGUAGES = ("fr", "sw", "id", "ha", "zu", "yo", "hi", "ta", "am", "bn")
+KINDS = ("months", "weekdays")
 
 
 def _names(kind: str, locale: str) -> list[str]:
@@ -17,15 +17,12 @@ def _names(kind: str, locale: str) -> list[str]:
     return [table[k] for k in sorted(table)]
 
 
-def load_cldr(kind: str, languages: tuple[str, ...] = LANGUAGES) -> list[Question]:
+def cldr_documents(kind: str, language: str) -> list[Raw]:
     from babel import Locale
 
     english = _names(kind, "en")
-    questions = []
-    for lang in languages:
-        names = _names(kind, lang)
-        language = Locale.parse(lang).get_display_name("en")
-        for i, word in enumerate(english):
-            context = f'The English word "{word}" in {language} is'
-            questions.append(Question(f"{lang}-{i}", context, tuple(names), i))
-    return questions
+    names = _names(kind, language)
+    display = Locale.parse(language).get_display_name("en")
+    return [Raw({"id": f"{language}-{i}", "english": word, "language_name": display, "names": names, "index": i},
+                f"babel CLDR {kind} ({language}):{i + 1}")
+            for i, word in enumerate(english)]

@@ -1,5 +1,6 @@
 """Requests and results as plain data: tasks build requests, the engine answers them
-in the same order, metrics read results. Nothing here knows a model or a task."""
+in the same order, metrics read results. Nothing here knows a model or a task, and
+nothing here imports JAX (tasks import this module)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ class Generate:
     context: str
     stop: tuple[str, ...] = ()
     max_new_tokens: int = 32
+    max_new_chars: int | None = None  # a character budget: fair across scripts that byte-fall-back
 
 
 @dataclass(frozen=True)
@@ -31,3 +33,13 @@ class LoglikelihoodResult:
     logprob: float  # sum over continuation tokens
     is_greedy: bool  # every continuation token was the arg-max
     num_tokens: int  # continuation tokens scored (mean-per-token scoring divides by this)
+
+
+STOP_REASONS = ("eos", "stop", "length")
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    text: str
+    stop_reason: str  # "eos" | "stop" (a stop string) | "length" (max_new_tokens or max_new_chars)
+    new_tokens: int  # tokens generated before the cut

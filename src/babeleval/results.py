@@ -1,0 +1,84 @@
+"""Records -> the numbers of results.json: per variant (subset x axis values), per subset
+(language), per axis value, for the whole task; and, for every axis with several values,
+its sensitivity: the spread of the main metric (max - min over the values) and, where
+records name the option they chose, consistency (the share of questions whose chosen
+option text is the same under every value of the axis, the other axes held fixed).
+Sensitivity is an aggregation over records that carry their subset: no special cases."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+
+
+def _grouped(records: list[dict], key) -> dict[str, list[dict]]:
+    groups = defaultdict(list)
+    for r in records:
+        groups[key(r)].append(r)
+    return dict(groups)
+
+
+def consistency(records: list[dict], axis: str) -> float | None:
+    """Share of (subset, document, other axis values) whose chosen option is the same under
+    every value of `axis`; None when the records choose no option."""
+    if not records or "chosen" not in records[0]:
+        return None
+    values = {r["variant"][axis] for r in records}
+    by_question = _grouped(records, lambda r: json.dumps([r["subset"], r["id"], {a: v for a, v in r["variant"].items()
+                                                                                    if a != axis}], sort_keys=True))
+    complete = [rs for rs in by_question.values() if {r["variant"][axis] for r in rs} == values]
+    return float(np.mean([len({r["chosen"] for r in rs}) == 1 for rs in complete])) if complete else None
+
+
+def summarise(records: list[dict], aggregate, main_metric: str, axes: dict[str, list[str]]) -> dict:
+    """aggregate(records) -> metrics (the task kind's own rule, so corpus metrics such as chrF
+    are computed over each group, never averaged from per-sample values)."""
+    out = {"metrics": aggregate(records)}
+    out["main_score"] = out["metrics"].get(main_metric)
+    subsets = _grouped(records, lambda r: r["subset"])
+    out["subsets"] = {s: aggregate(rs) for s, rs in subsets.items()}
+    if axes:
+        out["variants"] = {k: aggregate(rs) for k, rs in _grouped(records, lambda r: r["key"]).items()}
+        out["axes"] = {}
+        for axis, values in axes.items():
+            groups = _grouped(records, lambda r: r["variant"][axis])
+            per_value = {v: aggregate(groups[v]) for v in values if v in groups}
+            scores = [m.get(main_metric) for m in per_value.values() if m.get(main_metric) is not None]
+            entry = {"values": per_value, "spread": float(max(scores) - min(scores)) if scores else None}
+            if len(values) > 1:
+                entry["consistency"] = consistency(records, axis)
+                entry["per_subset_spread"] = {}
+                for subset, rs in subsets.items():
+                    sub = _grouped(rs, lambda r: r["variant"][axis])
+                    ss = [aggregate(sub[v]).get(main_metric) for v in values if v in sub]
+                    entry["per_subset_spread"][subset] = float(max(ss) - min(ss)) if ss else None
+            out["axes"][axis] = entry
+    return out
+
+
+def write_json_atomic(path: Path, value) -> Path:
+    """Temp file + rename: a reader never sees half a results.json."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(value, handle, indent=1, ensure_ascii=False, default=_jsonable)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _jsonable(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

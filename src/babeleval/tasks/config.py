@@ -1,0 +1,280 @@
+"""A task file (YAML, read into a dict) -> typed, checked task configuration.
+
+A task has metadata (name, version, protocol, source, licence, main metric), subsets
+(each a language with its BCP-47 code and script, and the fields it overrides) and
+variant axes (named values, each overriding fields: prompt templates, choice language;
+plus the computed choice orders). Every (subset, axis values) combination resolves to a
+`Variant`: the whole configuration one set of documents is run with. Unknown fields and
+choices are errors naming the file, the field and the close matches.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+
+from ..errors import BabelevalError
+from .order import expand_orders
+from .templates import check_syntax
+
+KINDS = ("multiple_choice", "generation", "bitext")
+MC_METRICS = ("acc", "acc_norm", "acc_bytes", "acc_per_token", "acc_mutual_info")
+SCORINGS = ("sequence", "label")
+SAMPLERS = ("first", "random")
+LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+TOP_FIELDS = ("name", "version", "kind", "description", "protocol", "source", "citation", "license", "main_metric",
+              "data", "subsets", "axes", "choice_orders", "order_seed", "doc_id", "prompt", "choices", "target",
+              "target_delimiter", "scoring", "labels", "metrics", "fewshot", "generation", "source_text",
+              "target_text", "include", "tags", "vars")
+VARIANT_FIELDS = ("data", "doc_id", "prompt", "choices", "target", "target_delimiter", "scoring", "labels",
+                  "metrics", "fewshot", "generation", "source_text", "target_text", "vars")
+SUBSET_FIELDS = ("language", "script") + VARIANT_FIELDS
+DATA_FIELDS = ("path", "format", "key", "split", "hub", "builtin")
+HUB_FIELDS = ("path", "name", "split")
+FEWSHOT_FIELDS = ("n", "split", "sampler", "seed", "separator")
+GENERATION_FIELDS = ("stop", "max_new_tokens", "max_new_chars")
+
+
+def _suggest(value: str, choices) -> str:
+    close = difflib.get_close_matches(value, list(choices), n=3)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+def check_fields(raw: dict, allowed, where: str, what: str) -> None:
+    if not isinstance(raw, dict):
+        raise BabelevalError(f"{where}: {what} must be a mapping, got {type(raw).__name__}")
+    for key in raw:
+        if key not in allowed:
+            raise BabelevalError(f"{where}: unknown field {key!r} in {what}{_suggest(str(key), allowed)}; "
+                                 f"fields: {', '.join(allowed)}")
+
+
+def check_choice(value, choices, where: str, what: str) -> None:
+    if value not in choices:
+        raise BabelevalError(f"{where}: {what} {value!r} is not one of {', '.join(choices)}{_suggest(str(value), choices)}")
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where documents come from; path and hub fields may hold {subset}, {split}, {language}
+    and the subset's vars, filled per subset."""
+
+    path: str | None = None
+    format: str | None = None
+    key: str | None = None
+    split: str = "test"
+    hub: dict | None = None
+    builtin: str | None = None
+
+
+@dataclass(frozen=True)
+class FewShot:
+    n: int = 0
+    split: str = "validation"
+    sampler: str = "first"
+    seed: int = 1234
+    separator: str = "\n\n"
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    stop: tuple[str, ...] = ()
+    max_new_tokens: int = 32
+    max_new_chars: int | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One (subset, axis values) combination, fully resolved."""
+
+    task: str
+    kind: str
+    subset: str
+    language: str
+    script: str
+    axes: tuple[tuple[str, str], ...]
+    vars: dict
+    data: DataSpec
+    doc_id: str | None
+    prompt: str | None
+    choices: object
+    target: object
+    target_delimiter: str
+    scoring: str
+    labels: tuple[str, ...] | None
+    metrics: tuple
+    fewshot: FewShot
+    generation: GenerationSpec
+    source_text: str | None
+    target_text: str | None
+    order: str
+    order_seed: int
+    where: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        """subset|axis=value|...: the name of this combination in samples and results."""
+        return "|".join([self.subset] + [f"{a}={v}" for a, v in self.axes])
+
+    @property
+    def signature(self) -> str:
+        """Hash of everything that changes a record: templates, fields, few-shot, scoring."""
+        fields = {k: v for k, v in self.__dict__.items() if k != "where"}
+        blob = json.dumps(fields, sort_keys=True, default=lambda o: o.__dict__, ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    name: str
+    kind: str
+    version: str
+    description: str
+    protocol: str
+    source: str
+    citation: str
+    license: str
+    main_metric: str
+    subsets: dict  # name -> {"language", "script"}
+    variants: tuple[Variant, ...]
+    tags: tuple[str, ...] = ()
+    where: str = ""
+
+    @property
+    def axes(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for v in self.variants:
+            for axis, value in v.axes:
+                out.setdefault(axis, [])
+                if value not in out[axis]:
+                    out[axis].append(value)
+        return out
+
+    @property
+    def signature(self) -> str:
+        blob = "|".join([self.name, self.version] + [v.signature for v in self.variants])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def select(self, subsets: list[str]) -> "TaskConfig":
+        unknown = [s for s in subsets if s not in self.subsets]
+        if unknown:
+            raise BabelevalError(f"task {self.name}: unknown subset {unknown[0]!r}{_suggest(unknown[0], self.subsets)}; "
+                                 f"subsets: {', '.join(self.subsets)}")
+        import dataclasses
+
+        return dataclasses.replace(self, subsets={s: self.subsets[s] for s in subsets},
+                                   variants=tuple(v for v in self.variants if v.subset in subsets))
+
+
+def _data(raw, where: str) -> DataSpec:
+    check_fields(raw, DATA_FIELDS, where, "data")
+    if raw.get("hub") is not None:
+        check_fields(raw["hub"], HUB_FIELDS, where, "data.hub")
+    if not any(raw.get(k) for k in ("path", "hub", "builtin")):
+        raise BabelevalError(f"{where}: data needs a path, a hub dataset or a builtin source")
+    return DataSpec(**raw)
+
+
+def _fewshot(raw, where: str) -> FewShot:
+    check_fields(raw, FEWSHOT_FIELDS, where, "fewshot")
+    shot = FewShot(**raw)
+    check_choice(shot.sampler, SAMPLERS, where, "fewshot sampler")
+    if not isinstance(shot.n, int) or shot.n < 0:
+        raise BabelevalError(f"{where}: fewshot n must be a whole number >= 0, got {shot.n!r}")
+    return shot
+
+
+def _generation(raw, where: str) -> GenerationSpec:
+    check_fields(raw, GENERATION_FIELDS, where, "generation")
+    spec = GenerationSpec(tuple(raw.get("stop", ())), raw.get("max_new_tokens", 32), raw.get("max_new_chars"))
+    for name in ("max_new_tokens", "max_new_chars"):
+        value = getattr(spec, name)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise BabelevalError(f"{where}: generation {name} must be a whole number >= 1, got {value!r}")
+    return spec
+
+
+def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, order: str, where: str) -> Variant:
+    from ..metrics.generation import check_metric
+
+    if "data" not in raw:
+        raise BabelevalError(f"{where}: no data source (a data: mapping with path, hub or builtin)")
+    scoring = raw.get("scoring", "sequence")
+    check_choice(scoring, SCORINGS, where, "scoring")
+    metrics = tuple(raw.get("metrics") or (("acc", "acc_norm", "acc_bytes") if kind == "multiple_choice" else ()))
+    for metric in metrics:
+        if kind == "multiple_choice":
+            check_choice(metric, MC_METRICS, where, "metric")
+        elif kind == "generation":
+            check_metric(metric, where)
+    for key, value in (("prompt", raw.get("prompt")),):
+        if value is not None:
+            check_syntax(value, key, where)
+    for key in ("choices", "target", "doc_id", "source_text", "target_text"):
+        for expr in (raw.get(key) if isinstance(raw.get(key), list) else [raw.get(key)]):
+            if isinstance(expr, str):
+                check_syntax(expr, key, where, expression=True)
+    required = {"multiple_choice": ("prompt", "choices", "target"), "generation": ("prompt", "target"),
+                "bitext": ("source_text", "target_text")}[kind]
+    for key in required:
+        if raw.get(key) is None:
+            raise BabelevalError(f"{where}: a {kind} task needs {key!r}")
+    labels = raw.get("labels")
+    return Variant(
+        task=name, kind=kind, subset=subset, language=meta.get("language", ""), script=meta.get("script", ""),
+        axes=tuple(axes), vars=dict(raw.get("vars") or {}), data=_data(raw["data"], where), doc_id=raw.get("doc_id"),
+        prompt=raw.get("prompt"), choices=raw.get("choices"), target=raw.get("target"),
+        target_delimiter=raw.get("target_delimiter", " "), scoring=scoring,
+        labels=tuple(labels) if labels else None, metrics=metrics, fewshot=_fewshot(raw.get("fewshot") or {}, where),
+        generation=_generation(raw.get("generation") or {}, where), source_text=raw.get("source_text"),
+        target_text=raw.get("target_text"), order=order, order_seed=int(raw.get("order_seed", 1234)), where=where)
+
+
+def parse_task(raw: dict, where: str) -> TaskConfig:
+    """A task file's dict (includes already merged) -> TaskConfig with every variant resolved."""
+    check_fields(raw, TOP_FIELDS, where, "the task file")
+    for key in ("name", "kind"):
+        if key not in raw:
+            raise BabelevalError(f"{where}: missing field {key!r} (a task file needs name and kind)")
+    name, kind = str(raw["name"]), raw["kind"]
+    check_choice(kind, KINDS, where, "kind")
+    subsets = raw.get("subsets") or {"default": {}}
+    check_fields(raw.get("axes") or {}, list(raw.get("axes") or {}), where, "axes")
+    base = {k: v for k, v in raw.items() if k in VARIANT_FIELDS or k == "order_seed"}
+    orders = expand_orders(raw.get("choice_orders") or ["original"], where)
+    if kind != "multiple_choice" and orders != ["original"]:
+        raise BabelevalError(f"{where}: choice_orders apply to multiple_choice tasks only (this one is {kind})")
+    axes = [(axis, list(values.items())) for axis, values in (raw.get("axes") or {}).items()]
+    variants, meta_out = [], {}
+    for subset, override in subsets.items():
+        override = override or {}
+        check_fields(override, SUBSET_FIELDS, f"{where}: subset {subset}", "a subset")
+        meta = {"language": override.get("language", subset), "script": override.get("script", "")}
+        meta_out[str(subset)] = meta
+        merged = deep_merge(base, {k: v for k, v in override.items() if k in VARIANT_FIELDS})
+        for combo in itertools.product(*[values for _, values in axes]):
+            resolved, axis_values = merged, []
+            for (axis, _), (value, value_override) in zip(axes, combo):
+                check_fields(value_override or {}, VARIANT_FIELDS, f"{where}: axis {axis}={value}", "an axis value")
+                resolved = deep_merge(resolved, value_override or {})
+                axis_values.append((axis, str(value)))
+            for order in orders:
+                extra = [("order", order)] if len(orders) > 1 else []
+                variants.append(_variant(resolved, name, kind, str(subset), meta, axis_values + extra, order,
+                                         f"{where} [{subset}{''.join(f' {a}={v}' for a, v in axis_values + extra)}]"))
+    main = raw.get("main_metric") or (variants[0].metrics[0] if variants[0].metrics else "")
+    return TaskConfig(name=name, kind=kind, version=str(raw.get("version", 1)), description=raw.get("description", ""),
+                      protocol=raw.get("protocol", ""), source=raw.get("source", ""), citation=raw.get("citation", ""),
+                      license=raw.get("license", ""), main_metric=main, subsets=meta_out, variants=tuple(variants),
+                      tags=tuple(raw.get("tags") or ()), where=where)

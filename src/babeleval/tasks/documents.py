@@ -1,0 +1,116 @@
+"""A variant's documents: read from its data source (placeholders filled for the subset),
+given ids, cut to a limit, and the few-shot demonstrations chosen for each. What the task
+kinds share before they build requests."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BabelevalError
+from .cldr import KINDS as CLDR_KINDS, cldr_documents
+from .config import Variant
+from .sources import Raw, read_hub, read_local
+from .templates import evaluate
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    fields: dict
+    origin: str
+
+
+def _fill(text: str, variant: Variant, split: str) -> str:
+    values = {**variant.vars, "subset": variant.subset, "language": variant.language, "split": split}
+    try:
+        return text.format_map(values)
+    except KeyError as exc:
+        raise BabelevalError(f"{variant.where}: data path {text!r} names {exc}, which the subset does not define "
+                             f"(known: {', '.join(values)})") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _read(path: str | None, fmt, key, hub: tuple | None, builtin: str | None, split: str, stamp: float) -> tuple[Raw, ...]:
+    """Read once per run (variants that differ only in prompt share their documents); stamp is
+    the file's mtime, so an edited file is read again."""
+    if builtin:
+        kind, _, language = builtin.partition(":")
+        if not builtin.startswith("cldr-") or kind[5:] not in CLDR_KINDS:
+            raise BabelevalError(f"builtin source {builtin!r}: expected cldr-months:LANG or cldr-weekdays:LANG")
+        return tuple(cldr_documents(kind[5:], language))
+    local = path if isinstance(path, tuple) else (path,)
+    if path and (all(Path(p).exists() for p in local) or not hub):
+        return tuple(read_local(list(path) if isinstance(path, tuple) else Path(path), split, fmt, key))
+    hub = dict(hub)
+    try:
+        return tuple(read_hub(hub["path"], hub.get("name"), hub.get("split", split)))
+    except BabelevalError as exc:
+        raise BabelevalError(f"{local[0]}: no such file, and {exc}") from None
+
+
+def read_split(variant: Variant, data: Path | None, split: str) -> list[Raw]:
+    spec = variant.data
+    path = None
+    if spec.path:
+        from .files import data_root
+
+        paths = [_fill(p, variant, split) for p in (spec.path if isinstance(spec.path, list) else [spec.path])]
+        paths = tuple(str(Path(p) if Path(p).is_absolute() else data_root(data) / p) for p in paths)
+        path = paths if isinstance(spec.path, list) else paths[0]
+    hub = tuple(sorted((k, _fill(str(v), variant, split)) for k, v in spec.hub.items())) if spec.hub else None
+    builtin = _fill(spec.builtin, variant, split) if spec.builtin else None
+    stamp = sum(Path(p).stat().st_mtime for p in ((path,) if isinstance(path, str) else path or ()) if Path(p).exists())
+    return list(_read(path, spec.format, spec.key, hub, builtin, split, stamp))
+
+
+def context_of(variant: Variant, fields: dict) -> dict:
+    """What templates see: the document's fields, over the subset's vars (also under `vars`)."""
+    return {**variant.vars, **fields, "vars": variant.vars, "subset": variant.subset, "subset_language": variant.language}
+
+
+def identify(variant: Variant, raws: list[Raw]) -> list[Document]:
+    docs, seen = [], {}
+    for i, raw in enumerate(raws):
+        if variant.doc_id:
+            doc_id = evaluate(variant.doc_id, context_of(variant, raw.fields), "doc_id", raw.origin)
+        else:
+            doc_id = raw.fields.get("id", raw.fields.get("idx", i))
+        doc_id = str(doc_id)
+        if doc_id in seen:
+            raise BabelevalError(f"{raw.origin}: duplicate document id {doc_id!r} (first at {seen[doc_id]})")
+        seen[doc_id] = raw.origin
+        docs.append(Document(doc_id, raw.fields, raw.origin))
+    return docs
+
+
+def load_documents(variant: Variant, data: Path | None, limit: int | None = None) -> list[Document]:
+    docs = identify(variant, read_split(variant, data, variant.data.split))
+    return docs[:limit] if limit else docs
+
+
+def load_shots(variant: Variant, data: Path | None) -> list[Document]:
+    if not variant.fewshot.n:
+        return []
+    return identify(variant, read_split(variant, data, variant.fewshot.split))
+
+
+def demonstrations(variant: Variant, shots: list[Document], doc: Document) -> list[Document]:
+    """The few-shot documents for `doc`: the first n (the same for every document, so a
+    shared prefix), or n drawn at random with a seed per document; never the document itself."""
+    pool = [s for s in shots if not (s.id == doc.id and s.origin.rsplit(":", 1)[0] == doc.origin.rsplit(":", 1)[0])]
+    n = variant.fewshot.n
+    if len(pool) < n:
+        raise BabelevalError(f"{variant.where}: {n}-shot needs {n} documents in split {variant.fewshot.split!r}, "
+                             f"found {len(pool)}")
+    if variant.fewshot.sampler == "first":
+        return pool[:n]
+    seed = hashlib.sha256(f"{variant.fewshot.seed}|{doc.id}".encode()).digest()
+    return random.Random(seed).sample(pool, n)
+
+
+def with_shots(variant: Variant, demos: list[str], prompt: str) -> str:
+    sep = variant.fewshot.separator
+    return sep.join(demos + [prompt]) if demos else prompt

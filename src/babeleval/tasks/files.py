@@ -1,0 +1,108 @@
+"""Task files: the YAML a user writes (with `include:` for shared bases), where they are
+found (the built-in folder, --task-dir folders, a path), and the data root.
+
+A task is named NAME, NAME:SUB1,SUB2 (some subsets) or NAME-SUB (one subset, as in
+xcopa-sw), or given as a path to its .yaml file.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+import yaml
+
+from ..errors import BabelevalError
+from .config import TaskConfig, deep_merge, parse_task
+
+BUILTIN = Path(__file__).parent / "builtin"
+DATA_ENV = "BABELEVAL_DATA"
+
+
+def data_root(data: Path | str | None = None) -> Path:
+    """The folder benchmark files are read from: the one passed in, else $BABELEVAL_DATA."""
+    if data is not None:
+        return Path(data).expanduser()
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV]).expanduser()
+    raise BabelevalError(f"no data folder: pass --data DIR (or data=... in Python) or set {DATA_ENV}")
+
+
+def read_yaml(path: Path, seen: tuple = ()) -> dict:
+    """A task file with its includes merged (the including file's fields win)."""
+    path = Path(path).resolve()
+    if path in seen:
+        raise BabelevalError(f"{path}: include cycle ({' -> '.join(p.name for p in seen + (path,))})")
+    if not path.is_file():
+        raise BabelevalError(f"{path}: no such task file")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise BabelevalError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except UnicodeDecodeError:
+        raise BabelevalError(f"{path}: not UTF-8") from None
+    if not isinstance(raw, dict):
+        raise BabelevalError(f"{path}: a task file is a YAML mapping")
+    includes = raw.pop("include", None) or []
+    merged: dict = {}
+    for include in [includes] if isinstance(includes, str) else includes:
+        merged = deep_merge(merged, read_yaml(path.parent / include, seen + (path,)))
+    return deep_merge(merged, raw)
+
+
+def _task_files(task_dirs) -> dict[str, Path]:
+    """name -> file over the built-in folder and then each --task-dir (later ones win).
+    Files whose name starts with '_' are bases to include, not tasks."""
+    found = {}
+    for folder in [BUILTIN, *map(Path, task_dirs or ())]:
+        if not folder.is_dir():
+            raise BabelevalError(f"{folder}: no such task folder")
+        for path in sorted(folder.rglob("*.yaml")):
+            if not path.name.startswith("_"):
+                found[path.stem] = path
+    return found
+
+
+def load_task_file(path: Path) -> TaskConfig:
+    path = Path(path)
+    return parse_task(read_yaml(path), str(path))
+
+
+def find_task(spec: str, task_dirs=()) -> TaskConfig:
+    """NAME, NAME:SUB,SUB, NAME-SUB or a .yaml path -> the task (restricted to those subsets)."""
+    if spec.endswith((".yaml", ".yml")):
+        name, subsets = spec, None
+    else:
+        name, _, picked = spec.partition(":")
+        subsets = [s for s in picked.split(",") if s] if picked else None
+    if name.endswith((".yaml", ".yml")) or os.sep in name:
+        task = load_task_file(Path(name))
+        return task.select(subsets) if subsets else task
+    files = _task_files(task_dirs)
+    if name not in files and "-" in name:
+        base, _, subset = name.rpartition("-")
+        while base and base not in files and "-" in base:  # sib200-amh_Ethi, names with dashes
+            base, _, head = base.rpartition("-")
+            subset = f"{head}-{subset}"
+        if base in files:
+            task = load_task_file(files[base])
+            if subset in task.subsets:
+                return task.select([subset])
+    if name not in files:
+        close = difflib.get_close_matches(name, files, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise BabelevalError(f"unknown task {name!r}{hint}; tasks: {', '.join(sorted(files))} "
+                             "(or a .yaml path; `babeleval tasks` lists them)")
+    task = load_task_file(files[name])
+    return task.select(subsets) if subsets else task
+
+
+def list_tasks(task_dirs=()) -> list[TaskConfig]:
+    return [load_task_file(path) for path in _task_files(task_dirs).values()]
+
+
+def default_suite(task_dirs=()) -> list[str]:
+    """The tasks tagged `default` (the embedded CLDR suite: no data files needed)."""
+    return [t.name for t in list_tasks(task_dirs) if "default" in t.tags]

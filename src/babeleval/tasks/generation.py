@@ -1,0 +1,96 @@
+"""Generation tasks: greedy continuations of a prompt, scored against reference texts by
+the metrics the task lists. Every record says why its generation stopped (EOS, a stop
+string, the length limit), and the results give the share cut by the limit: in scripts a
+tokenizer byte-falls-back (Bengali, Amharic with SmolLM2), 32 new tokens can be ten
+characters, and that is where exact match goes to zero."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import BabelevalError
+from ..metrics.generation import build_metric
+from ..requests import Generate, GenerateResult
+from .config import Variant
+from .documents import Document, context_of, demonstrations, with_shots
+from .templates import evaluate, render, text_hash
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    context: str
+    references: tuple[str, ...]
+
+    @property
+    def prompt_hash(self) -> str:
+        return text_hash(self.context)
+
+
+def references_of(value, origin: str) -> tuple[str, ...]:
+    """A target as one text, a list of texts, or SQuAD-style answers ({"text": ...})."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    refs = tuple(str(v["text"]) if isinstance(v, dict) and "text" in v else str(v) for v in values if v is not None)
+    if not refs:
+        raise BabelevalError(f"{origin}: target gave no reference text ({value!r})")
+    return refs
+
+
+class Generation:
+    chunked = True
+
+    def __init__(self, variant: Variant):
+        self.variant = variant
+        self.metrics = [build_metric(m, variant.language) for m in variant.metrics]
+
+    def _prompt(self, doc: Document) -> str:
+        return render(self.variant.prompt, context_of(self.variant, doc.fields), "prompt", doc.origin)
+
+    def _references(self, doc: Document) -> tuple[str, ...]:
+        return references_of(evaluate(self.variant.target, context_of(self.variant, doc.fields), "target", doc.origin),
+                             doc.origin)
+
+    def prepare(self, docs: list[Document], shots: list[Document]) -> list[Prompt]:
+        v = self.variant
+        out = []
+        for doc in docs:
+            demos = [self._prompt(s) + v.target_delimiter + self._references(s)[0] for s in demonstrations(v, shots, doc)]
+            out.append(Prompt(doc.id, with_shots(v, demos, self._prompt(doc)), self._references(doc)))
+        return out
+
+    def requests(self, prompts: list[Prompt]) -> list[Generate]:
+        g = self.variant.generation
+        return [Generate(p.context, g.stop, g.max_new_tokens, g.max_new_chars) for p in prompts]
+
+    def score(self, prompts: list[Prompt], results: list[GenerateResult]) -> list[dict]:
+        predictions = [r.text.strip() for r in results]
+        references = [list(p.references) for p in prompts]
+        per_sample = {}
+        for metric in self.metrics:
+            per_sample.update(metric.per_sample(predictions, references))
+        return [{"id": p.id, "prompt_hash": p.prompt_hash, "generation": r.text, "prediction": predictions[i],
+                 "references": list(p.references), "stop_reason": r.stop_reason, "new_tokens": r.new_tokens,
+                 **{k: values[i] for k, values in per_sample.items()}}
+                for i, (p, r) in enumerate(zip(prompts, results))]
+
+    def aggregate(self, records: list[dict]) -> dict:
+        predictions = [r["prediction"] for r in records]
+        references = [r["references"] for r in records]
+        out = {}
+        for metric in self.metrics:
+            if not records:
+                out.update({k: float("nan") for k in metric.keys})
+                continue
+            out.update(metric.corpus(predictions, references))
+            for key in metric.keys:
+                if key in records[0]:
+                    values = np.array([r[key] for r in records], float)
+                    out[f"{key}_stderr"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+        out["cut_by_length"] = float(np.mean([r["stop_reason"] == "length" for r in records])) if records else float("nan")
+        out["mean_new_tokens"] = float(np.mean([r["new_tokens"] for r in records])) if records else float("nan")
+        out["n"] = len(records)
+        return out
+
+    def signatures(self) -> dict[str, str]:
+        return {m.name: m.signature for m in self.metrics}
