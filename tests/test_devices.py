@@ -50,15 +50,16 @@ def test_two_processes_split_requests_and_agree(shared_data, tmp_path):
         assert o["texts"] == ref["texts"] and o["generated"]  # each generated its share, all got all
 
 
-def _device_count(**env) -> subprocess.CompletedProcess:
+def _device_count(imports: str = "babeleval.engine", **env) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES", "BABELEVAL_CPU_DEVICES")}
-    return subprocess.run([sys.executable, "-c", "import babeleval, jax; print(jax.local_device_count())"],
+    return subprocess.run([sys.executable, "-c", f"import {imports}, jax; print(jax.local_device_count())"],
                           env={**clean, **env}, capture_output=True, text=True, timeout=120)
 
 
 def test_cpu_devices_per_core_unless_the_user_chose():
     cores = len(os.sched_getaffinity(0))
-    assert _device_count().stdout.strip() == str(min(cores, 4))
+    assert _device_count().stdout.strip() == str(min(cores, 4))  # the engine splits the cores
+    assert _device_count("babeleval, babeleval.tasks.files, babeleval.metrics.chrf").stdout.strip() == "1"  # no side effect
     assert _device_count(BABELEVAL_CPU_DEVICES="3").stdout.strip() == "3"
     assert _device_count(XLA_FLAGS="--xla_force_host_platform_device_count=1").stdout.strip() == "1"
     bad = _device_count(BABELEVAL_CPU_DEVICES="two")

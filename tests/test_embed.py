@@ -32,6 +32,7 @@ def test_minilm_batched_equals_single_and_transformers(shared_data):
     single = np.stack([Embedder(model, batch_size=1).embed([Embed(t)])[0] for t in texts[:6]])
     np.testing.assert_allclose(batched[:6], single, atol=1e-5)
     assert embedder.compiles.count <= 4
+    assert embedder.tokens(["We agree with you."]) == [[101, 2057, 5993, 2007, 2017, 1012, 102]]  # no padding inside
     ids, mask = pad(embedder.tokens(texts))
     with torch.no_grad():
         hidden = reference("all-minilm-l6-v2")(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask))

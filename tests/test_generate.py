@@ -33,8 +33,10 @@ def transformers_generate(generator, prompts, max_new, stop_ids=None):
                           do_sample=False, pad_token_id=tok.eos_id, eos_token_id=[tok.eos_id, *(stop_ids or ())])
     texts = []
     for row in out[:, ids.shape[1]:].tolist():
-        texts.append(tok.decode([t for t in row[:row.index(tok.eos_id)] if t != tok.eos_id]
-                                if tok.eos_id in row else row))
+        if tok.eos_id in row:
+            texts.append(tok.decode(row[:row.index(tok.eos_id)]))
+        else:  # cut by the length limit: babeleval drops a partial UTF-8 sequence at the end (U+FFFD)
+            texts.append(tok.decode(row).rstrip("\ufffd"))
     return texts
 
 

@@ -242,3 +242,54 @@ def test_importing_the_package_tasks_and_metrics_starts_no_jax():
             "babeleval.tasks.files.find_task('xcopa'); print('jax' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_hub_source_through_datasets_on_a_local_copy(tmp_path):
+    """The hub path (datasets.load_dataset) on a local dataset folder, as users' hub ids are
+    read when online; offline, a hub id that is not cached is one clear error."""
+    pytest.importorskip("datasets")
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    (folder / "test.jsonl").write_text(json.dumps({"id": "x1", "source": "ሰላም", "target": "hello"}) + "\n",
+                                       encoding="utf-8")
+    task = load_task_file(write(tmp_path / "b.yaml", f"""
+        name: b
+        kind: bitext
+        data: {{hub: {{path: {folder}}}}}
+        source_text: source
+        target_text: target
+        """))
+    (pair,), = items(task, None)
+    assert (pair.id, pair.source, pair.target) == ("x1", "ሰላም", "hello")
+    missing = load_task_file(write(tmp_path / "m.yaml", """
+        name: m
+        kind: bitext
+        data: {path: nowhere/test.jsonl, hub: {path: babeleval-tests/not-a-dataset}}
+        source_text: source
+        target_text: target
+        """))
+    with pytest.raises(BabelevalError, match=r"nowhere/test\.jsonl: no such file, and hub dataset babeleval-tests/not-a-dataset"):
+        items(missing, tmp_path)
+
+
+def test_parallel_line_files_must_align(tmp_path):
+    (tmp_path / "a.txt").write_text("one\ntwo\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("uno\n", encoding="utf-8")
+    task = load_task_file(write(tmp_path / "p.yaml", f"""
+        name: p
+        kind: bitext
+        data: {{path: [{tmp_path / 'a.txt'}, {tmp_path / 'b.txt'}], format: lines}}
+        source_text: source
+        target_text: target
+        """))
+    with pytest.raises(BabelevalError, match=r"parallel files differ in length \(.*a\.txt: 2, .*b\.txt: 1 lines\)"):
+        items(task, None)
+
+
+def test_choice_orders_switch_on_any_multiple_choice_task(shared_data):
+    orders = ["original", "shuffle:2", "gold-last"]
+    task = find_task("sib200-amh_Ethi", overrides={"choice_orders": orders})
+    assert task.axes == {"order": ["original", "shuffle-1", "shuffle-2", "gold-last"]}
+    assert [v.key for v in task.variants][-1] == "amh_Ethi|order=gold-last"
+    with pytest.raises(BabelevalError, match="choice_orders apply to multiple_choice tasks only"):
+        find_task("xquad-hi", overrides={"choice_orders": orders})

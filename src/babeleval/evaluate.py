@@ -133,12 +133,15 @@ def _model_summary(model) -> dict:
 
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),
              limit: int | None = None, dtype: str = "float32", batch_size: int | None = None, progress: bool = True,
-             compile_cache: bool = True, log=None) -> dict:
+             compile_cache: bool = True, choice_orders: list[str] | None = None, log=None) -> dict:
     """Run `tasks` (names, NAME:SUBSETS, .yaml paths or TaskConfig) on `model` (a spec that
-    load_model accepts, or a LoadedModel); write samples and results.json under `output`."""
+    load_model accepts, or a LoadedModel); write samples and results.json under `output`.
+    choice_orders (e.g. ["original", "shuffle:3", "gold-first", "gold-last"]) replaces the
+    choice orders of every named multiple-choice task."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
-    configs = [t if isinstance(t, TaskConfig) else find_task(t, task_dirs) for t in tasks]
+    overrides = {"choice_orders": list(choice_orders)} if choice_orders else None
+    configs = [t if isinstance(t, TaskConfig) else find_task(t, task_dirs, overrides) for t in tasks]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise BabelevalError(f"task {next(n for n in names if names.count(n) > 1)!r} given twice: give it once, "

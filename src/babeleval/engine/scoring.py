@@ -115,30 +115,48 @@ def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
     return lines
 
 
-def _line_arrays(line: list[Row]):
-    """The rows of a line back to back: tokens, positions, groups, segments, pred, targets, owners."""
-    out = [[] for _ in range(7)]
+@dataclass
+class LineArrays:
+    """What one line (or one row) puts into the batch: its tokens with their positions,
+    question (group) and block (segment: 0 = context, k = option k) ids, and for every
+    scored position the token it predicts and the request that owns it."""
+
+    tokens: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    groups: list[int] = field(default_factory=list)
+    segments: list[int] = field(default_factory=list)
+    pred: list[int] = field(default_factory=list)  # positions whose next-token distribution is scored
+    targets: list[int] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)
+
+
+def _line_arrays(line: list[Row]) -> LineArrays:
+    """The rows of a line back to back."""
+    out = LineArrays()
     for group, row in enumerate(line):
-        tokens, positions, segments, pred, targets, owners = _row_arrays(row)
-        offset = len(out[0])
-        for column, values in zip(out, (tokens, positions, [group] * len(tokens), segments,
-                                         [p + offset for p in pred], targets, owners)):
-            column += values
+        arrays = _row_arrays(row)
+        offset = len(out.tokens)
+        out.tokens += arrays.tokens
+        out.positions += arrays.positions
+        out.groups += [group] * len(arrays.tokens)
+        out.segments += arrays.segments
+        out.pred += [p + offset for p in arrays.pred]
+        out.targets += arrays.targets
+        out.owners += arrays.owners
     return out
 
 
-def _row_arrays(row: Row):
-    tokens, positions, segments = list(row.context), list(range(len(row.context))), [0] * len(row.context)
-    pred, targets, owners = [], [], []
+def _row_arrays(row: Row) -> LineArrays:
+    out = LineArrays(list(row.context), list(range(len(row.context))), [], [0] * len(row.context))
     for block, (owner, option) in enumerate(row.options, start=1):
-        start = len(tokens)
-        tokens += option
-        positions += range(len(row.context), len(row.context) + len(option))
-        segments += [block] * len(option)
-        pred += [len(row.context) - 1] + list(range(start, start + len(option) - 1))
-        targets += option
-        owners += [owner] * len(option)
-    return tokens, positions, segments, pred, targets, owners
+        start = len(out.tokens)
+        out.tokens += option
+        out.positions += range(len(row.context), len(row.context) + len(option))
+        out.segments += [block] * len(option)
+        out.pred += [len(row.context) - 1] + list(range(start, start + len(option) - 1))
+        out.targets += option
+        out.owners += [owner] * len(option)
+    return out
 
 
 def _split_tail(batch: list, devices: int) -> list[list]:
@@ -219,14 +237,15 @@ class Scorer:
         count = np.zeros(devices, np.int32)
         owners = [[] for _ in range(devices)]
         for b, line in enumerate(batch):
-            tok, pos, grp, seg, pred, tgt, own = _line_arrays(line)
-            n = len(tok)
-            tokens[b, :n], positions[b, :n], groups[b, :n], segments[b, :n] = tok, pos, grp, seg
+            arrays = _line_arrays(line)
+            n = len(arrays.tokens)
+            tokens[b, :n], positions[b, :n] = arrays.tokens, arrays.positions
+            groups[b, :n], segments[b, :n] = arrays.groups, arrays.segments
             d, local = divmod(b, rows_per_device)
-            k, m = count[d], len(pred)
-            where[d, k: k + m] = np.asarray(pred) + local * length  # position in the device's flattened lines
-            targets[d, k: k + m] = tgt
-            owners[d] += own
+            k, m = count[d], len(arrays.pred)
+            where[d, k: k + m] = np.asarray(arrays.pred) + local * length  # position in the device's flattened lines
+            targets[d, k: k + m] = arrays.targets
+            owners[d] += arrays.owners
             count[d] += m
         self.stats.compiles.see("score", rows, length)
         self.stats.lines += len(batch)

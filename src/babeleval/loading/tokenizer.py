@@ -57,6 +57,10 @@ class HFTokenizer(Tokenizer):
 
     def __init__(self, backend, special: Special):
         super().__init__(special)
+        # a tokenizer.json may carry fixed padding / truncation (all-MiniLM-L6-v2 pads every text
+        # to 128 tokens): the engine pads and truncates itself, so the token lists stay exact
+        backend.no_padding()
+        backend.no_truncation()
         self.backend = backend
         self.vocab_size = backend.get_vocab_size()
         self.unk_id = self.token_id(json.loads(backend.to_str())["model"].get("unk_token"))

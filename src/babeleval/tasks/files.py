@@ -65,12 +65,13 @@ def _task_files(task_dirs) -> dict[str, Path]:
     return found
 
 
-def load_task_file(path: Path) -> TaskConfig:
+def load_task_file(path: Path, overrides: dict | None = None) -> TaskConfig:
+    """overrides: task-file fields set from outside (the CLI's --choice-orders)."""
     path = Path(path)
-    return parse_task(read_yaml(path), str(path))
+    return parse_task(deep_merge(read_yaml(path), overrides or {}), str(path))
 
 
-def find_task(spec: str, task_dirs=()) -> TaskConfig:
+def find_task(spec: str, task_dirs=(), overrides: dict | None = None) -> TaskConfig:
     """NAME, NAME:SUB,SUB, NAME-SUB or a .yaml path -> the task (restricted to those subsets)."""
     if spec.endswith((".yaml", ".yml")):
         name, subsets = spec, None
@@ -78,7 +79,7 @@ def find_task(spec: str, task_dirs=()) -> TaskConfig:
         name, _, picked = spec.partition(":")
         subsets = [s for s in picked.split(",") if s] if picked else None
     if name.endswith((".yaml", ".yml")) or os.sep in name:
-        task = load_task_file(Path(name))
+        task = load_task_file(Path(name), overrides)
         return task.select(subsets) if subsets else task
     files = _task_files(task_dirs)
     if name not in files and "-" in name:
@@ -87,7 +88,7 @@ def find_task(spec: str, task_dirs=()) -> TaskConfig:
             base, _, head = base.rpartition("-")
             subset = f"{head}-{subset}"
         if base in files:
-            task = load_task_file(files[base])
+            task = load_task_file(files[base], overrides)
             if subset in task.subsets:
                 return task.select([subset])
     if name not in files:
@@ -95,7 +96,7 @@ def find_task(spec: str, task_dirs=()) -> TaskConfig:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise BabelevalError(f"unknown task {name!r}{hint}; tasks: {', '.join(sorted(files))} "
                              "(or a .yaml path; `babeleval tasks` lists them)")
-    task = load_task_file(files[name])
+    task = load_task_file(files[name], overrides)
     return task.select(subsets) if subsets else task
 
 
