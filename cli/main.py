@@ -54,9 +54,11 @@ def _batch_size(ctx, param, value):
               help="Rows per batch, or 'auto' (token budget).")
 @click.option("--choice-orders", default=None, help="Choice orders for every multiple-choice task, e.g. "
               "original,shuffle:3,gold-first,gold-last (results give per-order scores, spread, consistency).")
+@click.option("--fewshot", type=click.IntRange(min=0), default=None,
+              help="Demonstrations per document for every task (overrides the task files; 0 = zero-shot).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @friendly
-def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, choice_orders, quiet):
+def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, choice_orders, fewshot, quiet):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
     from babeleval.evaluate import evaluate
     from babeleval.loading import DEFAULT_MODEL
@@ -64,7 +66,8 @@ def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, ch
 
     summary = evaluate(model_spec or DEFAULT_MODEL, list(tasks) or default_suite(), output, data=data,
                        task_dirs=task_dirs, limit=limit, dtype=dtype, batch_size=batch_size, progress=not quiet,
-                       choice_orders=choice_orders.split(",") if choice_orders else None,
+                       overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
+                                  **({"fewshot": {"n": fewshot}} if fewshot is not None else {})} or None,
                        log=lambda m: click.echo(m, err=True))
     for name, task in summary["tasks"].items():
         metrics = task["metrics"]

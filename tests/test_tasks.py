@@ -293,3 +293,34 @@ def test_choice_orders_switch_on_any_multiple_choice_task(shared_data):
     assert [v.key for v in task.variants][-1] == "amh_Ethi|order=gold-last"
     with pytest.raises(BabelevalError, match="choice_orders apply to multiple_choice tasks only"):
         find_task("xquad-hi", overrides={"choice_orders": orders})
+
+
+LATIN, ETHIOPIC = ("A", "B", "C", "D"), ("ሀ", "ለ", "ሐ", "መ")
+
+
+@pytest.mark.parametrize("text, labels, want", [
+    ("B", LATIN, 1), (" (b) because", LATIN, 1), ("B. ማክሰኞ", LATIN, 1), ("Answer: C", LATIN, 2), ("ለ", ETHIOPIC, 1),
+    ("መልስ፦ ሐ", ETHIOPIC, 2), ("It is Tuesday.", LATIN, 1), ("tuesday", ETHIOPIC, 1), ("Monday or Tuesday", LATIN, None),
+    ("I don't know", LATIN, None), ("", LATIN, None), ("Apples", LATIN, None)])
+def test_verbaliser_maps_answers_to_options(text, labels, want):
+    from babeleval.tasks.verbalise import verbalise
+
+    assert verbalise(text, labels, ("Monday", "Tuesday", "Wednesday", "Thursday")) == want
+
+
+def test_multiple_choice_by_generation_scores_the_verbalised_answer(tmp_path):
+    from babeleval.evaluate import kind_for
+    from babeleval.requests import Generate, GenerateResult
+
+    rows = [{"id": str(i), "question": "q", "option1": "x", "option2": "y", "option3": "z", "answer": i} for i in range(3)]
+    task = mc_task(tmp_path, rows, "scoring: generate\ngeneration: {stop: [\"\\n\"], max_new_tokens: 8}")
+    unit, = prepare_task(task, None)
+    kind = kind_for(unit.variant)
+    requests = kind.requests(unit.items)
+    assert requests[0] == Generate("Q: q\nA. x\nB. y\nC. z\nAnswer:", ("\n",), 8, None)
+    records = kind.score(unit.items, [GenerateResult(" A", "stop", 1), GenerateResult(" y", "stop", 1),
+                                      GenerateResult(" no idea", "length", 8)])
+    assert [r["acc"] for r in records] == [1.0, 1.0, 0.0] and [r["no_answer"] for r in records] == [0.0, 0.0, 1.0]
+    assert kind.aggregate(records)["no_answer"] == pytest.approx(1 / 3)
+    with pytest.raises(BabelevalError, match="by generation reports acc"):
+        mc_task(tmp_path, rows, "scoring: generate\nmetrics: [acc_norm]")

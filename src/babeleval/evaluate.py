@@ -26,9 +26,15 @@ from .tasks.config import TaskConfig, Variant
 from .tasks.documents import load_documents, load_shots
 from .tasks.files import find_task
 from .tasks.generation import Generation
-from .tasks.multiple_choice import MultipleChoice
+from .tasks.multiple_choice import MultipleChoice, MultipleChoiceByGeneration
 
 KINDS = {"multiple_choice": MultipleChoice, "generation": Generation, "bitext": Bitext}
+
+
+def kind_for(variant: Variant):
+    if variant.kind == "multiple_choice" and variant.scoring == "generate":
+        return MultipleChoiceByGeneration(variant)
+    return KINDS[variant.kind](variant)
 CHUNK = 256  # documents between two appends to the samples file
 
 
@@ -44,7 +50,7 @@ class Unit:
 def prepare_task(task: TaskConfig, data: Path | None = None, limit: int | None = None) -> list[Unit]:
     units = []
     for variant in task.variants:
-        kind = KINDS[variant.kind](variant)
+        kind = kind_for(variant)
         docs = load_documents(variant, data, limit)
         units.append(Unit(variant, kind, kind.prepare(docs, load_shots(variant, data))))
     return units
@@ -66,6 +72,25 @@ def _read_samples(path: Path, variants: dict[str, Variant]) -> dict[tuple[str, s
                                  "--output or delete the file")
         done[(key, doc_id)] = record
     return done
+
+
+class _DocumentBar:
+    """Turns the engine's progress (requests answered) into documents on the run's bar."""
+
+    def __init__(self, progress, documents: int, requests: int):
+        self.progress, self.documents, self.requests, self.answered, self.shown = progress, documents, requests, 0, 0
+
+    def requests_done(self, n: int) -> None:
+        self.answered += n
+        self._show(min(self.documents, self.answered * self.documents // max(self.requests, 1)))
+
+    def finish(self) -> None:
+        self._show(self.documents)
+
+    def _show(self, documents: int) -> None:
+        if self.progress and documents > self.shown:
+            self.progress(documents - self.shown)
+            self.shown = documents
 
 
 def _chunks(units: list[Unit], todo: dict[str, list]):
@@ -101,7 +126,9 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
     with samples.open("a", encoding="utf-8") as sink:
         for piece in _chunks(units, todo):
             requests = [unit.kind.requests(items) for unit, items in piece]
-            answers = engines.answer([r for rs in requests for r in rs])
+            flat = [r for rs in requests for r in rs]
+            bar = _DocumentBar(progress, sum(len(items) for _, items in piece), len(flat))
+            answers = engines.answer(flat, bar.requests_done if progress else None)
             offset = 0
             for (unit, items), rs in zip(piece, requests):
                 v = unit.variant
@@ -111,11 +138,10 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
                     done[(v.key, record["id"])] = record
                 offset += len(rs)
             sink.flush()
-            if progress:
-                progress(sum(len(items) for _, items in piece))
+            bar.finish()
     records = [done[(u.variant.key, item.id)] for u in units for item in u.items]
     aggregate = units[0].kind.aggregate if units else (lambda rs: {"n": 0})
-    summary = summarise(records, aggregate, task.main_metric, task.axes)
+    summary = summarise(records, aggregate, task.main_metric, task.axes, task.breakdown)
     metric_signatures = units[0].kind.signatures() if units and hasattr(units[0].kind, "signatures") else {}
     return {"task": task.name, "version": task.version, "kind": task.kind, "protocol": task.protocol,
             "signature": task.signature, "source": task.source, "license": task.license,
@@ -133,14 +159,13 @@ def _model_summary(model) -> dict:
 
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),
              limit: int | None = None, dtype: str = "float32", batch_size: int | None = None, progress: bool = True,
-             compile_cache: bool = True, choice_orders: list[str] | None = None, log=None) -> dict:
+             compile_cache: bool = True, overrides: dict | None = None, log=None) -> dict:
     """Run `tasks` (names, NAME:SUBSETS, .yaml paths or TaskConfig) on `model` (a spec that
     load_model accepts, or a LoadedModel); write samples and results.json under `output`.
-    choice_orders (e.g. ["original", "shuffle:3", "gold-first", "gold-last"]) replaces the
-    choice orders of every named multiple-choice task."""
+    overrides: task-file fields set for every named task, e.g. {"choice_orders": ["original",
+    "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
-    overrides = {"choice_orders": list(choice_orders)} if choice_orders else None
     configs = [t if isinstance(t, TaskConfig) else find_task(t, task_dirs, overrides) for t in tasks]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):

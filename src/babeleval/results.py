@@ -36,13 +36,16 @@ def consistency(records: list[dict], axis: str) -> float | None:
     return float(np.mean([len({r["chosen"] for r in rs}) == 1 for rs in complete])) if complete else None
 
 
-def summarise(records: list[dict], aggregate, main_metric: str, axes: dict[str, list[str]]) -> dict:
+def summarise(records: list[dict], aggregate, main_metric: str, axes: dict[str, list[str]], breakdown=()) -> dict:
     """aggregate(records) -> metrics (the task kind's own rule, so corpus metrics such as chrF
     are computed over each group, never averaged from per-sample values)."""
     out = {"metrics": aggregate(records)}
     out["main_score"] = out["metrics"].get(main_metric)
     subsets = _grouped(records, lambda r: r["subset"])
     out["subsets"] = {s: aggregate(rs) for s, rs in subsets.items()}
+    if breakdown:
+        out["breakdown"] = {f: {value: aggregate(rs) for value, rs in sorted(_grouped(records, lambda r: r["fields"][f]).items())}
+                            for f in breakdown}
     if axes:
         out["variants"] = {k: aggregate(rs) for k, rs in _grouped(records, lambda r: r["key"]).items()}
         out["axes"] = {}

@@ -22,19 +22,20 @@ from .templates import check_syntax
 
 KINDS = ("multiple_choice", "generation", "bitext")
 MC_METRICS = ("acc", "acc_norm", "acc_bytes", "acc_per_token", "acc_mutual_info")
-SCORINGS = ("sequence", "label")
+SCORINGS = ("sequence", "label", "generate")
 SAMPLERS = ("first", "random")
 LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 TOP_FIELDS = ("name", "version", "kind", "description", "protocol", "source", "citation", "license", "main_metric",
               "data", "subsets", "axes", "choice_orders", "order_seed", "doc_id", "prompt", "choices", "target",
               "target_delimiter", "scoring", "labels", "metrics", "fewshot", "generation", "source_text",
-              "target_text", "include", "tags", "vars")
+              "target_text", "include", "tags", "vars", "breakdown")
 VARIANT_FIELDS = ("data", "doc_id", "prompt", "choices", "target", "target_delimiter", "scoring", "labels",
                   "metrics", "fewshot", "generation", "source_text", "target_text", "vars")
 SUBSET_FIELDS = ("language", "script") + VARIANT_FIELDS
-DATA_FIELDS = ("path", "format", "key", "split", "hub", "builtin")
-HUB_FIELDS = ("path", "name", "split")
+DATA_FIELDS = ("path", "format", "key", "split", "hub", "builtin", "join")
+JOIN_FIELDS = ("path", "format", "key", "by", "prefix")
+HUB_FIELDS = ("path", "name", "split", "data_files", "field")
 FEWSHOT_FIELDS = ("n", "split", "sampler", "seed", "separator")
 GENERATION_FIELDS = ("stop", "max_new_tokens", "max_new_chars")
 
@@ -76,6 +77,7 @@ class DataSpec:
     split: str = "test"
     hub: dict | None = None
     builtin: str | None = None
+    join: dict | None = None  # {path, by, prefix}: fields of the second file's row with the same `by` value
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class Variant:
     target_text: str | None
     order: str
     order_seed: int
+    breakdown: tuple[str, ...] = ()  # document fields the results are also broken down by
     where: str = field(default="", compare=False)
 
     @property
@@ -149,6 +152,7 @@ class TaskConfig:
     subsets: dict  # name -> {"language", "script"}
     variants: tuple[Variant, ...]
     tags: tuple[str, ...] = ()
+    breakdown: tuple[str, ...] = ()
     where: str = ""
 
     @property
@@ -181,6 +185,10 @@ def _data(raw, where: str) -> DataSpec:
     check_fields(raw, DATA_FIELDS, where, "data")
     if raw.get("hub") is not None:
         check_fields(raw["hub"], HUB_FIELDS, where, "data.hub")
+    if raw.get("join") is not None:
+        check_fields(raw["join"], JOIN_FIELDS, where, "data.join")
+        if not raw["join"].get("path") or not raw["join"].get("by"):
+            raise BabelevalError(f"{where}: data.join needs a path and the field to join by (by:)")
     if not any(raw.get(k) for k in ("path", "hub", "builtin")):
         raise BabelevalError(f"{where}: data needs a path, a hub dataset or a builtin source")
     return DataSpec(**raw)
@@ -205,7 +213,7 @@ def _generation(raw, where: str) -> GenerationSpec:
     return spec
 
 
-def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, order: str, where: str) -> Variant:
+def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, order: str, breakdown, where: str) -> Variant:
     from ..metrics.generation import check_metric
 
     if "data" not in raw:
@@ -213,6 +221,10 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
     scoring = raw.get("scoring", "sequence")
     check_choice(scoring, SCORINGS, where, "scoring")
     metrics = tuple(raw.get("metrics") or (("acc", "acc_norm", "acc_bytes") if kind == "multiple_choice" else ()))
+    if kind == "multiple_choice" and scoring == "generate":
+        metrics = tuple(raw.get("metrics") or ("acc",))
+        if metrics != ("acc",):
+            raise BabelevalError(f"{where}: multiple choice by generation reports acc (and the no-answer share) only")
     for metric in metrics:
         if kind == "multiple_choice":
             check_choice(metric, MC_METRICS, where, "metric")
@@ -238,7 +250,8 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
         target_delimiter=raw.get("target_delimiter", " "), scoring=scoring,
         labels=tuple(labels) if labels else None, metrics=metrics, fewshot=_fewshot(raw.get("fewshot") or {}, where),
         generation=_generation(raw.get("generation") or {}, where), source_text=raw.get("source_text"),
-        target_text=raw.get("target_text"), order=order, order_seed=int(raw.get("order_seed", 1234)), where=where)
+        target_text=raw.get("target_text"), order=order, order_seed=int(raw.get("order_seed", 1234)),
+        breakdown=tuple(breakdown), where=where)
 
 
 def parse_task(raw: dict, where: str) -> TaskConfig:
@@ -272,9 +285,9 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
             for order in orders:
                 extra = [("order", order)] if len(orders) > 1 else []
                 variants.append(_variant(resolved, name, kind, str(subset), meta, axis_values + extra, order,
-                                         f"{where} [{subset}{''.join(f' {a}={v}' for a, v in axis_values + extra)}]"))
+                                         raw.get("breakdown") or (), f"{where} [{subset}{''.join(f' {a}={v}' for a, v in axis_values + extra)}]"))
     main = raw.get("main_metric") or (variants[0].metrics[0] if variants[0].metrics else "")
     return TaskConfig(name=name, kind=kind, version=str(raw.get("version", 1)), description=raw.get("description", ""),
                       protocol=raw.get("protocol", ""), source=raw.get("source", ""), citation=raw.get("citation", ""),
                       license=raw.get("license", ""), main_metric=main, subsets=meta_out, variants=tuple(variants),
-                      tags=tuple(raw.get("tags") or ()), where=where)
+                      tags=tuple(raw.get("tags") or ()), breakdown=tuple(raw.get("breakdown") or ()), where=where)

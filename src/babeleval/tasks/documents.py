@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import BabelevalError
 from .cldr import KINDS as CLDR_KINDS, cldr_documents
-from .config import Variant
+from .config import DataSpec, Variant
 from .sources import Raw, read_hub, read_local
 from .templates import evaluate
 
@@ -46,13 +46,30 @@ def _read(path: str | None, fmt, key, hub: tuple | None, builtin: str | None, sp
         return tuple(read_local(list(path) if isinstance(path, tuple) else Path(path), split, fmt, key))
     hub = dict(hub)
     try:
-        return tuple(read_hub(hub["path"], hub.get("name"), hub.get("split", split)))
+        return tuple(read_hub(hub["path"], hub.get("name"), hub.get("split", split), hub.get("data_files"),
+                              hub.get("field")))
     except BabelevalError as exc:
         raise BabelevalError(f"{local[0]}: no such file, and {exc}") from None
 
 
 def read_split(variant: Variant, data: Path | None, split: str) -> list[Raw]:
-    spec = variant.data
+    rows = _read_spec(variant.data, variant, data, split)
+    if not variant.data.join:
+        return rows
+    join = variant.data.join
+    other = _read_spec(DataSpec(path=join["path"], format=join.get("format"), key=join.get("key")), variant, data, split)
+    by_key = {str(r.fields.get(join["by"])): r.fields for r in other}
+    prefix = join.get("prefix", "")
+    out = []
+    for row in rows:
+        value = str(row.fields.get(join["by"]))
+        if value not in by_key:
+            raise BabelevalError(f"{row.origin}: no row with {join['by']}={value!r} in {_fill(join['path'], variant, split)}")
+        out.append(Raw({**row.fields, **{prefix + k: v for k, v in by_key[value].items()}}, row.origin))
+    return out
+
+
+def _read_spec(spec: DataSpec, variant: Variant, data: Path | None, split: str) -> list[Raw]:
     path = None
     if spec.path:
         from .files import data_root
@@ -69,6 +86,15 @@ def read_split(variant: Variant, data: Path | None, split: str) -> list[Raw]:
 def context_of(variant: Variant, fields: dict) -> dict:
     """What templates see: the document's fields, over the subset's vars (also under `vars`)."""
     return {**variant.vars, **fields, "vars": variant.vars, "subset": variant.subset, "subset_language": variant.language}
+
+
+def fields_for_breakdown(variant: Variant, doc: Document) -> tuple[tuple[str, str], ...]:
+    """The values of the fields the results are broken down by (MILU's domain and subject)."""
+    missing = [f for f in variant.breakdown if f not in doc.fields]
+    if missing:
+        raise BabelevalError(f"{doc.origin}: breakdown field {missing[0]!r} is missing; the document has: "
+                             f"{', '.join(sorted(doc.fields))}")
+    return tuple((f, str(doc.fields[f])) for f in variant.breakdown)
 
 
 def identify(variant: Variant, raws: list[Raw]) -> list[Document]:

@@ -13,7 +13,7 @@ from ..errors import BabelevalError
 from ..metrics.generation import build_metric
 from ..requests import Generate, GenerateResult
 from .config import Variant
-from .documents import Document, context_of, demonstrations, with_shots
+from .documents import Document, context_of, demonstrations, fields_for_breakdown, with_shots
 from .templates import evaluate, render, text_hash
 
 
@@ -22,6 +22,7 @@ class Prompt:
     id: str
     context: str
     references: tuple[str, ...]
+    fields: tuple[tuple[str, str], ...] = ()  # values of the task's breakdown fields
 
     @property
     def prompt_hash(self) -> str:
@@ -56,7 +57,8 @@ class Generation:
         out = []
         for doc in docs:
             demos = [self._prompt(s) + v.target_delimiter + self._references(s)[0] for s in demonstrations(v, shots, doc)]
-            out.append(Prompt(doc.id, with_shots(v, demos, self._prompt(doc)), self._references(doc)))
+            out.append(Prompt(doc.id, with_shots(v, demos, self._prompt(doc)), self._references(doc),
+                              fields_for_breakdown(v, doc)))
         return out
 
     def requests(self, prompts: list[Prompt]) -> list[Generate]:
@@ -69,7 +71,7 @@ class Generation:
         per_sample = {}
         for metric in self.metrics:
             per_sample.update(metric.per_sample(predictions, references))
-        return [{"id": p.id, "prompt_hash": p.prompt_hash, "generation": r.text, "prediction": predictions[i],
+        return [{"id": p.id, "prompt_hash": p.prompt_hash, "fields": dict(p.fields), "generation": r.text, "prediction": predictions[i],
                  "references": list(p.references), "stop_reason": r.stop_reason, "new_tokens": r.new_tokens,
                  **{k: values[i] for k, values in per_sample.items()}}
                 for i, (p, r) in enumerate(zip(prompts, results))]

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BabelevalError
-from ..requests import Loglikelihood, LoglikelihoodResult
+from ..requests import Generate, GenerateResult, Loglikelihood, LoglikelihoodResult
 from .config import LETTERS, Variant
-from .documents import Document, context_of, demonstrations, with_shots
+from .documents import Document, context_of, demonstrations, fields_for_breakdown, with_shots
 from .order import permutation, reorder
 from .templates import evaluate, render, text_hash
+from .verbalise import verbalise
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Question:
     gold: int
     order: tuple[int, ...]  # the original index of each shown option
     delimiter: str = " "
+    fields: tuple[tuple[str, str], ...] = ()  # values of the task's breakdown fields
 
     @property
     def prompt_hash(self) -> str:
@@ -92,7 +94,7 @@ class MultipleChoice:
         return render(self.variant.prompt, ctx, "prompt", doc.origin)
 
     def _answer(self, options: list[str], gold: int) -> str:
-        return self._labels(len(options))[gold] if self.variant.scoring == "label" else options[gold]
+        return options[gold] if self.variant.scoring == "sequence" else self._labels(len(options))[gold]
 
     def prepare(self, docs: list[Document], shots: list[Document]) -> list[Question]:
         v = self.variant
@@ -106,9 +108,9 @@ class MultipleChoice:
                 shot_options, shot_gold = self._options(shot)
                 demos.append(self._prompt(shot, shot_options) + v.target_delimiter + self._answer(shot_options, shot_gold))
             context = with_shots(v, demos, self._prompt(doc, shown))
-            choices = self._labels(len(shown)) if v.scoring == "label" else tuple(shown)
+            choices = tuple(shown) if v.scoring == "sequence" else self._labels(len(shown))
             questions.append(Question(doc.id, context, tuple(choices), tuple(shown), shown_gold, tuple(perm),
-                                      v.target_delimiter))
+                                      v.target_delimiter, fields_for_breakdown(v, doc)))
         return questions
 
     def requests(self, questions: list[Question]) -> list[Loglikelihood]:
@@ -129,7 +131,7 @@ class MultipleChoice:
             nbytes = np.array([max(len(c.encode("utf-8")), 1) for c in q.choices])
             ntok = np.array([max(r.num_tokens, 1) for r in res])
             rules = {"acc": ll, "acc_norm": ll / chars, "acc_bytes": ll / nbytes, "acc_per_token": ll / ntok}
-            record = {"id": q.id, "prompt_hash": q.prompt_hash, "gold": q.gold, "order": list(q.order),
+            record = {"id": q.id, "prompt_hash": q.prompt_hash, "fields": dict(q.fields), "gold": q.gold, "order": list(q.order),
                       "loglikelihoods": ll.tolist(), "num_tokens": ntok.tolist(), "is_greedy": [r.is_greedy for r in res]}
             if unconditional is not None:
                 uncond = np.array([r.logprob for r in results[unconditional + i: unconditional + i + k]])
@@ -145,6 +147,31 @@ class MultipleChoice:
 
     def aggregate(self, records: list[dict]) -> dict:
         return mean_metrics(records, self.variant.metrics)
+
+
+class MultipleChoiceByGeneration(MultipleChoice):
+    """The model writes its answer (greedy); a verbaliser maps it to an option: how closed
+    models are run (ProverbEval's and MINERS' GPT-4o). acc counts "no answer" as wrong, and
+    its share is reported beside."""
+
+    def requests(self, questions: list[Question]) -> list[Generate]:
+        g = self.variant.generation
+        return [Generate(q.context, g.stop, g.max_new_tokens, g.max_new_chars) for q in questions]
+
+    def score(self, questions: list[Question], results: list[GenerateResult]) -> list[dict]:
+        records = []
+        for q, r in zip(questions, results):
+            prediction = verbalise(r.text, q.choices, q.options)
+            records.append({"id": q.id, "prompt_hash": q.prompt_hash, "fields": dict(q.fields), "gold": q.gold,
+                            "order": list(q.order), "generation": r.text, "stop_reason": r.stop_reason,
+                            "prediction": -1 if prediction is None else prediction,
+                            "chosen": None if prediction is None else q.options[prediction],
+                            "target": q.options[q.gold], "no_answer": float(prediction is None),
+                            "acc": float(prediction == q.gold)})
+        return records
+
+    def aggregate(self, records: list[dict]) -> dict:
+        return mean_metrics(records, ("acc", "no_answer"))
 
 
 def mean_metrics(records: list[dict], names) -> dict:

@@ -157,14 +157,17 @@ def read_local(path, split: str, fmt: str | None, key: str | None) -> list[Raw]:
     return [raw for f in files for raw in read_file(f, fmt, key)]
 
 
-def read_hub(dataset: str, name: str | None, split: str) -> list[Raw]:
-    """A hub dataset through `datasets` (needs a network, or its local cache)."""
+def read_hub(dataset: str, name: str | None, split: str, data_files: str | None = None,
+             field: str | None = None) -> list[Raw]:
+    """A hub dataset through `datasets` (needs a network, or its local cache); data_files and
+    field pick one JSON file of a repository and the list under its top-level key."""
     try:
         import datasets
     except ImportError:
         raise BabelevalError(f"hub dataset {dataset}: install the `datasets` package (pip install datasets)") from None
     try:
-        rows = datasets.load_dataset(dataset, name, split=split)
+        extra = {"data_files": {split: data_files}} if data_files else {}
+        rows = datasets.load_dataset(dataset, name, split=split, **extra, **({"field": field} if field else {}))
     except Exception as exc:  # offline, gated, unknown config: datasets raises many types
         raise BabelevalError(f"hub dataset {dataset} ({name or 'default'}, {split}): {type(exc).__name__}: {exc}") from None
     where = f"{dataset}/{name or 'default'}/{split}"
