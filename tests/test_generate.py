@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from babeleval.engine.generate import Generator, cut_at_stop
-from babeleval.requests import Generate
+from babeleval.engine.generate import Generator
+from babeleval.requests import Generate, cut_at_stop
 from real_models import ours, pad, reference
 
 

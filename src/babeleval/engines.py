@@ -15,6 +15,11 @@ class Engines:
         self.built = {}
 
     def _engine(self, kind):
+        if getattr(self.model, "remote", False):
+            if kind is not Generate:
+                raise BabelevalError(f"{self.model.source}: an HTTP model answers generation only (no log-likelihoods or "
+                                     "embeddings): use generation tasks, or multiple choice with scoring: generate")
+            return self.model
         if kind not in self.built:
             if kind is Loglikelihood:
                 from .engine.scoring import Scorer
@@ -36,10 +41,10 @@ class Engines:
         kind = type(requests[0])
         if kind not in (Loglikelihood, Generate, Embed) or any(type(r) is not kind for r in requests):
             raise BabelevalError(f"one batch of requests must be all Loglikelihood, Generate or Embed ({kind.__name__})")
-        if kind is Generate and self.model.config.kind == "encoder":
-            raise BabelevalError(f"{self.model.source}: an encoder cannot generate; use a decoder model")
-        if kind is Loglikelihood and self.model.config.kind == "encoder":
-            raise BabelevalError(f"{self.model.source}: an encoder cannot score log-likelihoods; use a decoder model")
+        encoder = not getattr(self.model, "remote", False) and self.model.config.kind == "encoder"
+        if encoder and kind is not Embed:
+            raise BabelevalError(f"{self.model.source}: an encoder cannot generate or score log-likelihoods; "
+                                 "use a decoder model")
         engine = self._engine(kind)
         if kind is Loglikelihood:
             return engine.loglikelihood(requests, progress)
@@ -48,6 +53,10 @@ class Engines:
         return engine.embed(requests, progress)
 
     def stats(self) -> dict:
+        if getattr(self.model, "remote", False):
+            s = self.model.stats
+            return {"http": {"requests": s.requests, "from_cache": s.from_cache, "http_calls": s.http_calls,
+                             "retries": s.retries, "seconds": round(s.seconds, 2)}}
         out = {}
         for kind, engine in self.built.items():
             s = engine.stats if hasattr(engine, "stats") else None

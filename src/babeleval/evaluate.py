@@ -153,6 +153,8 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
 def _model_summary(model) -> dict:
     import numpy as np
 
+    if getattr(model, "remote", False):
+        return {"source": model.source, "arch": "http", "mode": model.mode}
     return {"source": model.source, "arch": model.config.arch, "params": model.num_params,
             "dtype": np.dtype(model.dtype).name}
 
@@ -176,9 +178,10 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BabelevalError(f"{output}: cannot create the output folder ({exc.strerror})") from None
-    from . import engine  # noqa: F401  (JAX gets its CPU devices before the model is loaded)
-
-    if compile_cache:
+    remote = getattr(model, "remote", False)
+    if not remote:
+        from . import engine  # noqa: F401  (JAX gets its CPU devices before the model is loaded)
+    if compile_cache and not remote:
         from .engine.compile_cache import enable_compilation_cache
 
         enable_compilation_cache()

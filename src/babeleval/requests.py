@@ -38,6 +38,12 @@ class LoglikelihoodResult:
 STOP_REASONS = ("eos", "stop", "length")
 
 
+def cut_at_stop(text: str, stops) -> str:
+    """The text before the first of the stop strings (a Generate request's stop rule)."""
+    ends = [text.find(s) for s in stops if s and s in text]
+    return text[:min(ends)] if ends else text
+
+
 @dataclass(frozen=True)
 class GenerateResult:
     text: str

@@ -12,7 +12,7 @@ def enable_compilation_cache(folder: Path | None = None, min_seconds: float = 1.
     """Use `folder` (default: <BABELEVAL_CACHE>/jax) for every program that took at least
     min_seconds to compile. Returns the folder."""
     if folder is None:
-        from ..loading import cache_dir
+        from ..paths import cache_dir
 
         folder = cache_dir() / "jax"
     folder = Path(folder)

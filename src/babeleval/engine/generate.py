@@ -24,7 +24,7 @@ from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
 from .buckets import CompileCounter, length_batches, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
-from ..requests import Generate, GenerateResult
+from ..requests import Generate, GenerateResult, cut_at_stop
 
 
 def _positions(valid):
@@ -115,11 +115,6 @@ def stop_token_ids(tokenizer, stops: tuple[str, ...]) -> tuple[int, ...]:
             if any(stop in piece for stop in stops):
                 ids.add(i)
     return tuple(sorted(ids))
-
-
-def cut_at_stop(text: str, stops) -> str:
-    ends = [text.find(s) for s in stops if s and s in text]
-    return text[:min(ends)] if ends else text
 
 
 @dataclass

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ..errors import BabelevalError
+from ..paths import cache_dir
 from ..models import DTYPES, abstract_params, build_module
 from ..models.config import ModelConfig
 from .checkpoint import is_checkpoint, restore_params, save_checkpoint
@@ -41,12 +42,6 @@ class LoadedModel:
 
     def save(self, folder: Path) -> Path:
         return save_checkpoint(self, folder)
-
-
-def cache_dir() -> Path:
-    path = Path(os.environ.get("BABELEVAL_CACHE", Path.home() / ".cache" / "babeleval"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _package_dir(name: str) -> Path:
