@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BabelevalError
 from .order import expand_orders
-from .templates import check_syntax
+from .templates import check_syntax, value_of
 
 KINDS = ("multiple_choice", "generation", "bitext")
 MC_METRICS = ("acc", "acc_norm", "acc_bytes", "acc_per_token", "acc_mutual_info")
@@ -32,7 +32,7 @@ TOP_FIELDS = ("name", "version", "kind", "description", "protocol", "source", "c
               "target_text", "include", "tags", "vars", "breakdown")
 VARIANT_FIELDS = ("data", "doc_id", "prompt", "choices", "target", "target_delimiter", "scoring", "labels",
                   "metrics", "fewshot", "generation", "source_text", "target_text", "vars")
-SUBSET_FIELDS = ("language", "script") + VARIANT_FIELDS
+SUBSET_FIELDS = ("language", "script", "only") + VARIANT_FIELDS
 DATA_FIELDS = ("path", "format", "key", "split", "hub", "builtin", "join")
 JOIN_FIELDS = ("path", "format", "key", "by", "prefix")
 HUB_FIELDS = ("path", "name", "split", "data_files", "field")
@@ -242,7 +242,9 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
     for key in required:
         if raw.get(key) is None:
             raise BabelevalError(f"{where}: a {kind} task needs {key!r}")
-    labels = raw.get("labels")
+    labels = value_of(raw.get("labels"), dict(raw.get("vars") or {}), "labels", where)
+    if labels is not None and (not isinstance(labels, (list, tuple)) or not all(isinstance(x, str) for x in labels)):
+        raise BabelevalError(f"{where}: labels must be a list of strings, got {labels!r}")
     return Variant(
         task=name, kind=kind, subset=subset, language=meta.get("language", ""), script=meta.get("script", ""),
         axes=tuple(axes), vars=dict(raw.get("vars") or {}), data=_data(raw["data"], where), doc_id=raw.get("doc_id"),
@@ -276,7 +278,13 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
         meta = {"language": override.get("language", subset), "script": override.get("script", "")}
         meta_out[str(subset)] = meta
         merged = deep_merge(base, {k: v for k, v in override.items() if k in VARIANT_FIELDS})
+        only = override.get("only") or {}
+        for axis in only:
+            if axis not in dict(axes):
+                raise BabelevalError(f"{where}: subset {subset}: only names axis {axis!r}, which the task does not have")
         for combo in itertools.product(*[values for _, values in axes]):
+            if any(axis in only and str(value) not in map(str, only[axis]) for (axis, _), (value, _) in zip(axes, combo)):
+                continue  # a combination this subset does not have (English proverbs have native choices only)
             resolved, axis_values = merged, []
             for (axis, _), (value, value_override) in zip(axes, combo):
                 check_fields(value_override or {}, VARIANT_FIELDS, f"{where}: axis {axis}={value}", "an axis value")

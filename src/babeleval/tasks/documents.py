@@ -113,14 +113,14 @@ def identify(variant: Variant, raws: list[Raw]) -> list[Document]:
 
 
 def load_documents(variant: Variant, data: Path | None, limit: int | None = None) -> list[Document]:
-    docs = identify(variant, read_split(variant, data, variant.data.split))
+    docs = identify(variant, read_split(variant, data, _fill(variant.data.split, variant, "")))
     return docs[:limit] if limit else docs
 
 
 def load_shots(variant: Variant, data: Path | None) -> list[Document]:
     if not variant.fewshot.n:
         return []
-    return identify(variant, read_split(variant, data, variant.fewshot.split))
+    return identify(variant, read_split(variant, data, _fill(variant.fewshot.split, variant, "")))
 
 
 def demonstrations(variant: Variant, shots: list[Document], doc: Document) -> list[Document]:

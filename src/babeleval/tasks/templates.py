@@ -16,6 +16,16 @@ from ..errors import BabelevalError
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 
 
+@jinja2.pass_context
+def _render_nested(ctx, source: str, **extra) -> str:
+    """render(t, name=value): a template held in a var (ProverbEval's per-language prompts),
+    rendered with the same document and the extra names."""
+    return _template(source).render({**ctx.get_all(), **extra})
+
+
+_ENV.globals["render"] = _render_nested
+
+
 @functools.lru_cache(maxsize=None)
 def _template(source: str) -> jinja2.Template:
     return _ENV.from_string(source)
@@ -31,6 +41,12 @@ def _explain(exc: Exception, what: str, where: str, context: dict) -> BabelevalE
     if isinstance(exc, jinja2.UndefinedError):
         return BabelevalError(f"{where}: {what} refers to a missing field ({exc}); the document has: {fields}")
     return BabelevalError(f"{where}: {what} failed ({type(exc).__name__}: {exc})")
+
+
+def value_of(source, variables: dict, what: str, where: str):
+    """A setting given as an expression over the variant's vars (labels that depend on the
+    prompt language): evaluated once per variant; a plain value is itself."""
+    return evaluate(source, {**variables, "vars": variables}, what, where) if isinstance(source, str) else source
 
 
 def check_syntax(source: str, what: str, where: str, expression: bool = False) -> None:
