@@ -97,8 +97,10 @@ def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, ch
 @friendly
 def tasks(task_dirs):
     """List the tasks: name, kind, subsets (languages), main metric, protocol and source."""
-    from babeleval.tasks.files import list_tasks
+    from babeleval.tasks.files import list_suites, list_tasks
 
+    for name, members in list_suites(task_dirs).items():
+        click.echo(f"{name}  [suite]  {', '.join(members)}")
     for task in list_tasks(task_dirs):
         axes = "; ".join(f"{a}: {', '.join(v)}" for a, v in task.axes.items())
         click.echo(f"{task.name}  [{task.kind}, main {task.main_metric}]  {task.description}")

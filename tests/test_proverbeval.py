@@ -127,3 +127,31 @@ def test_generation_prompts_and_the_geez_correction(data):
     assert english.context.endswith("\n" + " " * 8 + "Geez Proverb:") and english.references == (PROVERB["gez"],)
     task = find_task("proverbeval-generation")
     assert task.main_metric == "chrf" and task.variants[0].metrics == ("chrf", "bleu", "ter", "exact_match")
+
+
+def test_the_proverbeval_suite_names_the_papers_tasks():
+    from babeleval.tasks.files import find_tasks
+
+    assert [t.name for t in find_tasks("proverbeval")] == ["proverbeval-meaning", "proverbeval-translate-test",
+                                                            "proverbeval-fill-blank", "proverbeval-fill-blank-5shot",
+                                                            "proverbeval-generation"]
+    assert find_task("proverbeval-meaning").axis_groups["order"]["all D"] == ["5"]
+
+
+def test_label_and_text_scoring_log_probs_equal_the_scorer_called_directly(data, tmp_path):
+    from babeleval.engine.scoring import Scorer
+    from babeleval.evaluate import evaluate
+    from babeleval.requests import Loglikelihood
+    from real_models import ours
+
+    only = {"prompt_language": ["native"], "template": ["t1"], "choice_language": ["native"], "order": ["4"]}
+    task = find_task("proverbeval-meaning:amh", overrides={"subsets": {"amh": {"only": only}}})
+    assert [v.key for v in task.variants] == [f"amh|prompt_language=native|template=t1|choice_language=native|order=4|scoring={s}"
+                                              for s in ("text", "label")]
+    model = ours("smollm2-135m")
+    evaluate(model, [task], tmp_path, data=data, progress=False, compile_cache=False)
+    records = {r["variant"]["scoring"]: r for r in map(json.loads, (tmp_path / "samples_proverbeval-meaning.jsonl").open())}
+    question = variants(data, "proverbeval-meaning:amh")[task.variants[1].key][0]
+    for scoring, continuations in (("label", ["ሀ", "ለ", "ሐ", "መ"]), ("text", OPTIONS)):
+        direct = Scorer(model).loglikelihood([Loglikelihood(question.context, " " + c) for c in continuations])
+        assert records[scoring]["loglikelihoods"] == pytest.approx([r.logprob for r in direct], abs=1e-4)

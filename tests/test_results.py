@@ -41,3 +41,19 @@ def test_results_are_written_atomically(tmp_path):
     with pytest.raises(TypeError):
         write_json_atomic(tmp_path / "results.json", {"a": object()})
     assert path.read_text() == '{\n "a": 1\n}' and [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_axis_groups_and_tables_of_two_axes():
+    records = []
+    for subset in ("amh", "tir"):
+        for prompt in ("english", "native"):
+            for order in ("1", "2", "4"):
+                acc = float(prompt == "native") if order != "4" else 1.0
+                records.append({"key": f"{subset}|{prompt}|{order}", "subset": subset, "id": "0", "acc": acc,
+                                "variant": {"prompt_language": prompt, "order": order}})
+    out = summarise(records, lambda rs: mean_metrics(rs, ["acc"]), "acc",
+                    {"prompt_language": ["english", "native"], "order": ["1", "2", "4"]},
+                    axis_groups={"order": {"random": ["1", "2"], "all A": ["4"]}})
+    assert out["axes"]["order"]["groups"]["random"]["acc"] == 0.5 and out["axes"]["order"]["groups"]["all A"]["acc"] == 1.0
+    table = out["tables"]["prompt_language x order"]
+    assert table["all"]["english"] == {"1": 0.0, "2": 0.0, "4": 1.0} and table["amh"]["native"]["1"] == 1.0

@@ -24,7 +24,7 @@ from .results import SCHEMA_VERSION, summarise, write_json_atomic
 from .tasks.bitext import Bitext
 from .tasks.config import TaskConfig, Variant
 from .tasks.documents import load_documents, load_shots
-from .tasks.files import find_task
+from .tasks.files import find_tasks
 from .tasks.generation import Generation
 from .tasks.multiple_choice import MultipleChoice, MultipleChoiceByGeneration
 
@@ -141,7 +141,7 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
             bar.finish()
     records = [done[(u.variant.key, item.id)] for u in units for item in u.items]
     aggregate = units[0].kind.aggregate if units else (lambda rs: {"n": 0})
-    summary = summarise(records, aggregate, task.main_metric, task.axes, task.breakdown)
+    summary = summarise(records, aggregate, task.main_metric, task.axes, task.breakdown, task.axis_groups)
     metric_signatures = units[0].kind.signatures() if units and hasattr(units[0].kind, "signatures") else {}
     return {"task": task.name, "version": task.version, "kind": task.kind, "protocol": task.protocol,
             "signature": task.signature, "source": task.source, "license": task.license,
@@ -168,7 +168,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
-    configs = [t if isinstance(t, TaskConfig) else find_task(t, task_dirs, overrides) for t in tasks]
+    configs = [c for t in tasks for c in ([t] if isinstance(t, TaskConfig) else find_tasks(t, task_dirs, overrides))]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise BabelevalError(f"task {next(n for n in names if names.count(n) > 1)!r} given twice: give it once, "

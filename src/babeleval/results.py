@@ -36,9 +36,19 @@ def consistency(records: list[dict], axis: str) -> float | None:
     return float(np.mean([len({r["chosen"] for r in rs}) == 1 for rs in complete])) if complete else None
 
 
-def summarise(records: list[dict], aggregate, main_metric: str, axes: dict[str, list[str]], breakdown=()) -> dict:
+def _table(records: list[dict], aggregate, main_metric: str, rows: str, columns: str) -> dict:
+    by_row = _grouped(records, lambda r: r["variant"][rows])
+    return {row: {col: aggregate(cell).get(main_metric) for col, cell in _grouped(rs, lambda r: r["variant"][columns]).items()}
+            for row, rs in by_row.items()}
+
+
+def summarise(records: list[dict], aggregate, main_metric: str, axes: dict[str, list[str]], breakdown=(),
+              axis_groups: dict | None = None) -> dict:
     """aggregate(records) -> metrics (the task kind's own rule, so corpus metrics such as chrF
-    are computed over each group, never averaged from per-sample values)."""
+    are computed over each group, never averaged from per-sample values). axis_groups pools
+    values of an axis (ProverbEval: orders 1-3 "random" vs 4 "all-A" vs 5 "all-D"); every
+    pair of axes gets a table of the main metric (prompt language x choice language), over
+    all subsets and per subset."""
     out = {"metrics": aggregate(records)}
     out["main_score"] = out["metrics"].get(main_metric)
     subsets = _grouped(records, lambda r: r["subset"])
@@ -61,7 +71,14 @@ def summarise(records: list[dict], aggregate, main_metric: str, axes: dict[str, 
                     sub = _grouped(rs, lambda r: r["variant"][axis])
                     ss = [aggregate(sub[v]).get(main_metric) for v in values if v in sub]
                     entry["per_subset_spread"][subset] = float(max(ss) - min(ss)) if ss else None
+            if axis in (axis_groups or {}):
+                entry["groups"] = {name: aggregate([r for r in records if r["variant"][axis] in map(str, members)])
+                                   for name, members in axis_groups[axis].items()}
             out["axes"][axis] = entry
+        several = [a for a, values in axes.items() if len(values) > 1]
+        out["tables"] = {f"{a} x {b}": {"all": _table(records, aggregate, main_metric, a, b),
+                                        **{s: _table(rs, aggregate, main_metric, a, b) for s, rs in subsets.items()}}
+                         for i, a in enumerate(several) for b in several[i + 1:]}
     return out
 
 

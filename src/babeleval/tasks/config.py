@@ -29,7 +29,7 @@ LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 TOP_FIELDS = ("name", "version", "kind", "description", "protocol", "source", "citation", "license", "main_metric",
               "data", "subsets", "axes", "choice_orders", "order_seed", "doc_id", "prompt", "choices", "target",
               "target_delimiter", "scoring", "labels", "metrics", "fewshot", "generation", "source_text",
-              "target_text", "include", "tags", "vars", "breakdown")
+              "target_text", "include", "tags", "vars", "breakdown", "axis_groups")
 VARIANT_FIELDS = ("data", "doc_id", "prompt", "choices", "target", "target_delimiter", "scoring", "labels",
                   "metrics", "fewshot", "generation", "source_text", "target_text", "vars")
 SUBSET_FIELDS = ("language", "script", "only") + VARIANT_FIELDS
@@ -153,6 +153,7 @@ class TaskConfig:
     variants: tuple[Variant, ...]
     tags: tuple[str, ...] = ()
     breakdown: tuple[str, ...] = ()
+    axis_groups: dict = field(default_factory=dict)  # axis -> group name -> the axis values it pools
     where: str = ""
 
     @property
@@ -295,7 +296,17 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
                 variants.append(_variant(resolved, name, kind, str(subset), meta, axis_values + extra, order,
                                          raw.get("breakdown") or (), f"{where} [{subset}{''.join(f' {a}={v}' for a, v in axis_values + extra)}]"))
     main = raw.get("main_metric") or (variants[0].metrics[0] if variants[0].metrics else "")
+    groups = raw.get("axis_groups") or {}
+    known = {axis: {value for v in variants for a, value in v.axes if a == axis} for axis, _ in axes + [("order", 0)]}
+    for axis, pools in groups.items():
+        if axis not in known or not known[axis]:
+            raise BabelevalError(f"{where}: axis_groups names axis {axis!r}, which the task does not have")
+        for pool, members in pools.items():
+            unknown = [m for m in map(str, members) if m not in known[axis]]
+            if unknown:
+                raise BabelevalError(f"{where}: axis_groups {axis}.{pool}: {unknown[0]!r} is not a value of {axis}")
     return TaskConfig(name=name, kind=kind, version=str(raw.get("version", 1)), description=raw.get("description", ""),
                       protocol=raw.get("protocol", ""), source=raw.get("source", ""), citation=raw.get("citation", ""),
                       license=raw.get("license", ""), main_metric=main, subsets=meta_out, variants=tuple(variants),
-                      tags=tuple(raw.get("tags") or ()), breakdown=tuple(raw.get("breakdown") or ()), where=where)
+                      tags=tuple(raw.get("tags") or ()), breakdown=tuple(raw.get("breakdown") or ()),
+                      axis_groups=groups, where=where)

@@ -100,8 +100,40 @@ def find_task(spec: str, task_dirs=(), overrides: dict | None = None) -> TaskCon
     return task.select(subsets) if subsets else task
 
 
+SUITE_FIELDS = ("name", "description", "suite", "tags")
+
+
+def suite_members(spec: str, task_dirs=()) -> list[str] | None:
+    """The task specs a suite file lists (a file with `suite:` instead of `kind:`), else None."""
+    files = _task_files(task_dirs)
+    path = Path(spec) if spec.endswith((".yaml", ".yml")) else files.get(spec)
+    if path is None or not path.is_file():
+        return None
+    raw = read_yaml(path)
+    if "suite" not in raw:
+        return None
+    from .config import check_fields
+
+    check_fields(raw, SUITE_FIELDS, str(path), "a suite file")
+    if not isinstance(raw["suite"], list) or not all(isinstance(t, str) for t in raw["suite"]):
+        raise BabelevalError(f"{path}: suite must be a list of task names")
+    return raw["suite"]
+
+
+def find_tasks(spec: str, task_dirs=(), overrides: dict | None = None) -> list[TaskConfig]:
+    """A task, or every task of a suite (proverbeval: the paper's three tasks)."""
+    members = suite_members(spec, task_dirs)
+    if members is None:
+        return [find_task(spec, task_dirs, overrides)]
+    return [t for member in members for t in find_tasks(member, task_dirs, overrides)]
+
+
 def list_tasks(task_dirs=()) -> list[TaskConfig]:
-    return [load_task_file(path) for path in _task_files(task_dirs).values()]
+    return [load_task_file(path) for name, path in _task_files(task_dirs).items() if suite_members(name, task_dirs) is None]
+
+
+def list_suites(task_dirs=()) -> dict[str, list[str]]:
+    return {name: members for name in _task_files(task_dirs) if (members := suite_members(name, task_dirs)) is not None}
 
 
 def default_suite(task_dirs=()) -> list[str]:
