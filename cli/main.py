@@ -84,11 +84,11 @@ def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, ch
                        overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
                                   **({"fewshot": {"n": fewshot}} if fewshot is not None else {})} or None,
                        log=lambda m: click.echo(m, err=True))
+    from babeleval.results import summary_lines
+
     for name, task in summary["tasks"].items():
-        metrics = task["metrics"]
-        shown = "  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if not k.endswith("_stderr") and k != "n"
-                          and isinstance(v, float))
-        click.echo(f"{name:<16} {shown}  n={metrics['n']}")
+        for line in summary_lines(name, task):
+            click.echo(line)
     click.echo(f"results: {output / 'results.json'}")
 
 

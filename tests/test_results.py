@@ -57,3 +57,12 @@ def test_axis_groups_and_tables_of_two_axes():
     assert out["axes"]["order"]["groups"]["random"]["acc"] == 0.5 and out["axes"]["order"]["groups"]["all A"]["acc"] == 1.0
     table = out["tables"]["prompt_language x order"]
     assert table["all"]["english"] == {"1": 0.0, "2": 0.0, "4": 1.0} and table["amh"]["native"]["1"] == 1.0
+
+
+def test_summary_lines_print_the_order_table():
+    from babeleval.results import summary_lines
+
+    out = summarise(RECORDS, lambda rs: mean_metrics(rs, ["acc"]), "acc", {"order": ["original", "gold-first"]})
+    lines = summary_lines("xcopa", {**out, "main_metric": "acc"})
+    assert lines[0] == "xcopa: acc 0.500  n=6" and lines[1] == "  acc by subset: sw 0.750  ta 0.000"
+    assert lines[2] == "  order: original 0.333  gold-first 0.667  spread 0.333  consistency 0.667"

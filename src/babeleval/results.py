@@ -82,6 +82,28 @@ def summarise(records: list[dict], aggregate, main_metric: str, axes: dict[str, 
     return out
 
 
+def _number(value) -> str:
+    return "-" if value is None or value != value else f"{value:.3f}"
+
+
+def summary_lines(name: str, task: dict) -> list[str]:
+    """A task's results in a few lines of text: its metrics, per subset the main metric, and
+    per axis the main metric by value with the spread and consistency (the order table)."""
+    metrics, main = task["metrics"], task["main_metric"]
+    shown = "  ".join(f"{k} {_number(v)}" for k, v in metrics.items()
+                      if not k.endswith("_stderr") and k != "n" and isinstance(v, float))
+    lines = [f"{name}: {shown}  n={metrics['n']}"]
+    if len(task["subsets"]) > 1:
+        lines.append(f"  {main} by subset: " + "  ".join(f"{s} {_number(m.get(main))}" for s, m in task["subsets"].items()))
+    for axis, entry in (task.get("axes") or {}).items():
+        values = "  ".join(f"{v} {_number(m.get(main))}" for v, m in entry["values"].items())
+        groups = "".join(f"  [{g} {_number(m.get(main))}]" for g, m in (entry.get("groups") or {}).items())
+        extra = f"  spread {_number(entry['spread'])}" + (f"  consistency {_number(entry['consistency'])}"
+                                                          if entry.get("consistency") is not None else "")
+        lines.append(f"  {axis}: {values}{groups}{extra}")
+    return lines
+
+
 def write_json_atomic(path: Path, value) -> Path:
     """Temp file + rename: a reader never sees half a results.json."""
     path = Path(path)
