@@ -324,3 +324,10 @@ def test_multiple_choice_by_generation_scores_the_verbalised_answer(tmp_path):
     assert kind.aggregate(records)["no_answer"] == pytest.approx(1 / 3)
     with pytest.raises(BabelevalError, match="by generation reports acc"):
         mc_task(tmp_path, rows, "scoring: generate\nmetrics: [acc_norm]")
+
+
+def test_main_metric_and_order_axis_clash_are_checked(tmp_path):
+    with pytest.raises(BabelevalError, match=r"main_metric .squad_f. is not one of squad_em, squad_f1, squad_ml_em, squad_ml_f1, cut_by_length \(did you mean squad_f1"):
+        find_task("xquad-hi", overrides={"main_metric": "squad_f"})
+    with pytest.raises(BabelevalError, match="has its own axis 'order'"):
+        find_task("proverbeval-fill-blank", overrides={"choice_orders": ["original", "gold-first"]})

@@ -257,6 +257,17 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
         breakdown=tuple(breakdown), where=where)
 
 
+def _metric_names(variant: Variant) -> tuple[str, ...]:
+    """The names a variant's results will carry (what main_metric may name)."""
+    if variant.kind == "bitext":
+        return ("accuracy", "f1")
+    if variant.kind == "generation":
+        from ..metrics.generation import build_metric
+
+        return tuple(k for m in variant.metrics for k in build_metric(m, variant.language).keys) + ("cut_by_length",)
+    return variant.metrics + (("no_answer",) if variant.scoring == "generate" else ())
+
+
 def parse_task(raw: dict, where: str) -> TaskConfig:
     """A task file's dict (includes already merged) -> TaskConfig with every variant resolved."""
     check_fields(raw, TOP_FIELDS, where, "the task file")
@@ -272,6 +283,9 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
     if kind != "multiple_choice" and orders != ["original"]:
         raise BabelevalError(f"{where}: choice_orders apply to multiple_choice tasks only (this one is {kind})")
     axes = [(axis, list(values.items())) for axis, values in (raw.get("axes") or {}).items()]
+    if len(orders) > 1 and "order" in dict(axes):
+        raise BabelevalError(f"{where}: the task has its own axis 'order' (fixed orders in the data); "
+                             "computed choice orders would clash with it")
     variants, meta_out = [], {}
     for subset, override in subsets.items():
         override = override or {}
@@ -295,7 +309,8 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
                 extra = [("order", order)] if len(orders) > 1 else []
                 variants.append(_variant(resolved, name, kind, str(subset), meta, axis_values + extra, order,
                                          raw.get("breakdown") or (), f"{where} [{subset}{''.join(f' {a}={v}' for a, v in axis_values + extra)}]"))
-    main = raw.get("main_metric") or (variants[0].metrics[0] if variants[0].metrics else "")
+    main = raw.get("main_metric") or _metric_names(variants[0])[0]
+    check_choice(main, _metric_names(variants[0]), where, "main_metric")
     groups = raw.get("axis_groups") or {}
     known = {axis: {value for v in variants for a, value in v.axes if a == axis} for axis, _ in axes + [("order", 0)]}
     for axis, pools in groups.items():
