@@ -113,6 +113,14 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path):
         result = run(*args, "--output", tmp_path / "out")
         assert result.exit_code == 2 and message in result.output, result.output
         assert "Traceback" not in result.output and not (tmp_path / "out" / "results.json").exists()
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"q": "a", "x": "1", "y": "2", "t": 0}\n{"q": "b", "x": "1",\n', encoding="utf-8")
+    (tmp_path / "bad.yaml").write_text(f"name: bad\nkind: multiple_choice\ndata: {{path: {rows}}}\nprompt: '{{{{ q }}}}'\n"
+                                       "choices: [x, y]\ntarget: t\n", encoding="utf-8")
+    result = run("--task", tmp_path / "bad.yaml", "--output", tmp_path / "out")
+    assert result.exit_code == 2 and f"{rows}:2: malformed JSON" in result.output, result.output
+    assert "loading" not in result.output  # found before the model loads
+    assert not (tmp_path / "out").exists()  # nothing written
     result = CliRunner().invoke(cli, ["info", str(tmp_path / "missing.gguf")])
     assert result.exit_code == 2 and "missing.gguf: no such file" in result.output
 
