@@ -28,6 +28,8 @@ def test_default_run_writes_results_keeps_programs_and_resumes(tmp_path, monkeyp
     assert task["metrics"]["n"] == 14 and task["subsets"]["fr"]["n"] == 7
     assert task["subsets"]["fr"]["acc"] == pytest.approx(1 / 7) and task["subsets"]["am"]["acc"] == pytest.approx(1 / 7)
     assert summary["model"]["arch"] == "llama" and summary["model"]["params"] == 134_515_008
+    assert summary["versions"]["jax"] == "0.10.2" and summary["versions"]["sacrebleu"] == "2.6.0"
+    assert summary["model"]["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert any((tmp_path / "cache" / "jax").glob("jit_score_lines-*"))  # compiled programs kept for the next run
     samples = (out / "samples_cldr-weekdays.jsonl").read_text().splitlines()
     assert len(samples) == 14 and len(json.loads(samples[0])["loglikelihoods"]) == 7

@@ -155,8 +155,10 @@ def _model_summary(model) -> dict:
 
     if getattr(model, "remote", False):
         return {"source": model.source, "arch": "http", "mode": model.mode}
+    from .provenance import file_sha256
+
     return {"source": model.source, "arch": model.config.arch, "params": model.num_params,
-            "dtype": np.dtype(model.dtype).name}
+            "dtype": np.dtype(model.dtype).name, "sha256": file_sha256(model.source)}
 
 
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),
@@ -168,6 +170,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
+    started = time.time()
     configs = [c for t in tasks for c in ([t] if isinstance(t, TaskConfig) else find_tasks(t, task_dirs, overrides))]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
@@ -202,8 +205,10 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
         else:
             task_results[config.name] = run_task(engines, config, units, output)
     from . import __version__
+    from .provenance import run_provenance
 
-    summary = {"schema_version": SCHEMA_VERSION, "babeleval": __version__, "model": _model_summary(model),
-               "limit": limit, "tasks": task_results, "engine": engines.stats()}
+    summary = {"schema_version": SCHEMA_VERSION, "babeleval": __version__, **run_provenance(),
+               "seconds": round(time.time() - started, 2), "model": _model_summary(model), "limit": limit,
+               "overrides": overrides, "tasks": task_results, "engine": engines.stats()}
     write_json_atomic(output / "results.json", summary)
     return summary
