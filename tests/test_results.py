@@ -66,3 +66,15 @@ def test_summary_lines_print_the_order_table():
     lines = summary_lines("xcopa", {**out, "main_metric": "acc"})
     assert lines[0] == "xcopa: acc 0.500  n=6" and lines[1] == "  acc by subset: sw 0.750  ta 0.000"
     assert lines[2] == "  order: original 0.333  gold-first 0.667  spread 0.333  consistency 0.667"
+
+
+def test_summary_lines_print_two_axis_tables():
+    from babeleval.results import summary_lines
+
+    records = [{"key": f"sw|{p}|{c}", "subset": "sw", "id": "0", "acc": float(p == c), "variant": {"prompt": p, "choices": c}}
+               for p in ("english", "native") for c in ("english", "native")]
+    out = summarise(records, lambda rs: mean_metrics(rs, ["acc"]), "acc", {"prompt": ["english", "native"],
+                                                                           "choices": ["english", "native"]})
+    lines = summary_lines("t", {**out, "main_metric": "acc"})
+    assert lines[-4] == "  prompt x choices (acc):" and lines[-3].split() == ["english", "native"]
+    assert lines[-2].split() == ["english", "1.000", "0.000"] and lines[-1].split() == ["native", "0.000", "1.000"]

@@ -101,6 +101,13 @@ def summary_lines(name: str, task: dict) -> list[str]:
         extra = f"  spread {_number(entry['spread'])}" + (f"  consistency {_number(entry['consistency'])}"
                                                           if entry.get("consistency") is not None else "")
         lines.append(f"  {axis}: {values}{groups}{extra}")
+    for title, table in (task.get("tables") or {}).items():  # the paper's prompt x choice language tables
+        columns = list(dict.fromkeys(c for row in table["all"].values() for c in row))
+        width = max(len(str(r)) for r in table["all"]) + 2
+        lines.append(f"  {title} ({main}):")
+        lines.append("    " + " " * width + "  ".join(f"{c:>8}" for c in columns))
+        for row, cells in table["all"].items():
+            lines.append(f"    {row:<{width}}" + "  ".join(f"{_number(cells.get(c)):>8}" for c in columns))
     return lines
 
 
