@@ -155,3 +155,58 @@ def test_label_and_text_scoring_log_probs_equal_the_scorer_called_directly(data,
     for scoring, continuations in (("label", ["ሀ", "ለ", "ሐ", "መ"]), ("text", OPTIONS)):
         direct = Scorer(model).loglikelihood([Loglikelihood(question.context, " " + c) for c in continuations])
         assert records[scoring]["loglikelihoods"] == pytest.approx([r.logprob for r in direct], abs=1e-4)
+
+
+REFERENCE = json.loads((__import__("pathlib").Path(__file__).parent / "reference" / "proverbeval_reference_prompts.json")
+                       .read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def reference_data(tmp_path_factory):
+    """The rows the reference's own prompt functions were called on, in the dataset's layout."""
+    root = tmp_path_factory.mktemp("reference") / "proverbeval"
+    rows = REFERENCE["rows"]
+    for lang in ("amh", "orm", "tir", "gez", "eng"):
+        for choices in ("english", "native"):
+            for order in range(1, 6):
+                write_rows(root / f"{lang}_choice_{choices}", f"{choices}_{order}", [rows["choice"]])
+            write_rows(root / f"translate_{lang}_choice_{choices}", f"{choices}_1", [rows["choice"]])
+        for split in ("train_1", "train_2", "train_3", "valid"):
+            write_rows(root / f"{lang}_fill_blank", split, [rows["fill_blank"]])
+        for split in ("english", "native"):
+            write_rows(root / f"{lang}_generation", split, [rows["generation"]])
+    return root.parent
+
+
+def ours(data, spec, key):
+    return variants(data, spec)[key][0].context
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE["prompts"]))
+def test_every_prompt_equals_the_reference_functions_output(reference_data, name):
+    """tests/reference/proverbeval_reference_prompts.json: the outputs of EthioProverbEval's own
+    doc_to_text functions (commit in its provenance) on one row per task; babeleval's task
+    files render the same string, except where babeleval corrects the reference (asserted)."""
+    want = REFERENCE["prompts"][name]
+    part = name.split()
+    if part[0] == "meaning":
+        prompt_language, lang, template = part[1:]
+        choices = "native"
+        got = ours(reference_data, f"proverbeval-meaning:{lang}",
+                   f"{lang}|prompt_language={prompt_language}|template={template}|choice_language={choices}|order=1|scoring=text")
+    elif part[0] == "translate":
+        lang, template = part[1:]
+        got = ours(reference_data, f"proverbeval-translate-test:{lang}", f"{lang}|template={template}|choice_language=english|scoring=text")
+        if (lang, template) == ("tir", "t2"):  # the reference passes the untranslated proverb here
+            want = want.replace(REFERENCE["rows"]["choice"]["Proverb"], REFERENCE["rows"]["choice"]["tranalste"])
+    elif part[0] == "fill_blank":
+        got = ours(reference_data, f"proverbeval-fill-blank:{part[1]}", f"{part[1]}|order=1")
+    else:
+        description, lang = part[1:]
+        got = ours(reference_data, f"proverbeval-generation:{lang}", f"{lang}|description={description}")
+        if lang == "gez":  # the reference asks for an English proverb and calls the Amharic description Geez
+            want = want.replace("English Proverb:", "Geez Proverb:").replace("proverb in English", "proverb in Geez")
+            if description == "native":
+                want = want.replace("Geez Description", "Amharic Description").replace("undersatnding Geez", "undersatnding Amharic") \
+                           .replace("provided in Geez", "provided in Amharic")
+    assert got == want
