@@ -37,6 +37,7 @@ def test_consistency_needs_chosen_options_and_stderr_is_the_mean_s():
 
 def test_results_are_written_atomically(tmp_path):
     path = write_json_atomic(tmp_path / "results.json", {"a": 1})
+    assert path.stat().st_mode & 0o044 == 0o044  # readable by others, like any file the run writes
     assert path.read_text() == '{\n "a": 1\n}' and [p.name for p in tmp_path.iterdir()] == ["results.json"]
     with pytest.raises(TypeError):
         write_json_atomic(tmp_path / "results.json", {"a": object()})

@@ -115,6 +115,9 @@ def write_json_atomic(path: Path, value) -> Path:
     """Temp file + rename: a reader never sees half a results.json."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a results file is as readable as any other
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(value, handle, indent=1, ensure_ascii=False, default=_jsonable)
