@@ -49,6 +49,8 @@ def _batch_size(ctx, param, value):
               help="Folder the benchmark files are read from (default: $BABELEVAL_DATA).")
 @click.option("--output", type=click.Path(path_type=Path), default=Path("results/default"), show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N documents of each subset.")
+@click.option("--sample", type=click.IntRange(min=1), default=None,
+              help="N documents of each subset drawn by a hash of their ids (the same every run; for a quick estimate).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
 @click.option("--batch-size", default="auto", show_default=True, callback=_batch_size,
               help="Rows per batch, or 'auto' (token budget).")
@@ -64,7 +66,7 @@ def _batch_size(ctx, param, value):
 @click.option("--api-rate", type=click.FloatRange(min=0, min_open=True), default=None, help="At most this many requests per second.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @friendly
-def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, choice_orders, fewshot, api_base, api_mode,
+def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_size, choice_orders, fewshot, api_base, api_mode,
         api_key_env, api_concurrency, api_rate, quiet):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
     from babeleval.evaluate import evaluate
@@ -80,7 +82,7 @@ def run(model_spec, tasks, task_dirs, data, output, limit, dtype, batch_size, ch
         model = OpenAIModel(model[len("openai:"):], api_base or os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
                             api_mode, api_key_env, api_concurrency, api_rate)
     summary = evaluate(model, list(tasks) or default_suite(), output, data=data,
-                       task_dirs=task_dirs, limit=limit, dtype=dtype, batch_size=batch_size, progress=not quiet,
+                       task_dirs=task_dirs, limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=not quiet,
                        overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
                                   **({"fewshot": {"n": fewshot}} if fewshot is not None else {})} or None,
                        log=lambda m: click.echo(m, err=True))

@@ -331,3 +331,14 @@ def test_main_metric_and_order_axis_clash_are_checked(tmp_path):
         find_task("xquad-hi", overrides={"main_metric": "squad_f"})
     with pytest.raises(BabelevalError, match="has its own axis 'order'"):
         find_task("proverbeval-fill-blank", overrides={"choice_orders": ["original", "gold-first"]})
+
+
+def test_sample_draws_the_same_documents_in_every_variant(shared_data):
+    from babeleval.tasks.documents import load_documents
+
+    task = find_task("sib200-amh_Ethi", overrides={"choice_orders": ["original", "gold-last"]})
+    first, last = [[d.id for d in load_documents(v, shared_data, sample=30)] for v in task.variants]
+    assert first == last and len(first) == 30
+    categories = {d.fields["category"] for d in load_documents(task.variants[0], shared_data, sample=30)}
+    assert len(categories) > 3  # the first 30 rows are all science/technology
+    assert {d.fields["category"] for d in load_documents(task.variants[0], shared_data, limit=30)} == {"science/technology"}

@@ -47,11 +47,12 @@ class Unit:
     items: list
 
 
-def prepare_task(task: TaskConfig, data: Path | None = None, limit: int | None = None) -> list[Unit]:
+def prepare_task(task: TaskConfig, data: Path | None = None, limit: int | None = None,
+                 sample: int | None = None) -> list[Unit]:
     units = []
     for variant in task.variants:
         kind = kind_for(variant)
-        docs = load_documents(variant, data, limit)
+        docs = load_documents(variant, data, limit, sample)
         units.append(Unit(variant, kind, kind.prepare(docs, load_shots(variant, data))))
     return units
 
@@ -163,7 +164,7 @@ def _model_summary(model) -> dict:
 
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),
              limit: int | None = None, dtype: str = "float32", batch_size: int | None = None, progress: bool = True,
-             compile_cache: bool = True, overrides: dict | None = None, log=None) -> dict:
+             compile_cache: bool = True, overrides: dict | None = None, sample: int | None = None, log=None) -> dict:
     """Run `tasks` (names, NAME:SUBSETS, .yaml paths or TaskConfig) on `model` (a spec that
     load_model accepts, or a LoadedModel); write samples and results.json under `output`.
     overrides: task-file fields set for every named task, e.g. {"choice_orders": ["original",
@@ -176,7 +177,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     if len(set(names)) != len(names):
         raise BabelevalError(f"task {next(n for n in names if names.count(n) > 1)!r} given twice: give it once, "
                              "with the subsets as NAME:A,B")
-    prepared = [prepare_task(c, Path(data) if data is not None else None, limit) for c in configs]
+    prepared = [prepare_task(c, Path(data) if data is not None else None, limit, sample) for c in configs]
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -208,7 +209,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     from .provenance import run_provenance
 
     summary = {"schema_version": SCHEMA_VERSION, "babeleval": __version__, **run_provenance(),
-               "seconds": round(time.time() - started, 2), "model": _model_summary(model), "limit": limit,
+               "seconds": round(time.time() - started, 2), "model": _model_summary(model), "limit": limit, "sample": sample,
                "overrides": overrides, "tasks": task_results, "engine": engines.stats()}
     write_json_atomic(output / "results.json", summary)
     return summary

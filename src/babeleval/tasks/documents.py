@@ -112,8 +112,15 @@ def identify(variant: Variant, raws: list[Raw]) -> list[Document]:
     return docs
 
 
-def load_documents(variant: Variant, data: Path | None, limit: int | None = None) -> list[Document]:
+def load_documents(variant: Variant, data: Path | None, limit: int | None = None,
+                   sample: int | None = None) -> list[Document]:
+    """limit: the first N documents; sample: N documents drawn by a hash of their id (the same
+    ones in every variant and every run; files sorted by label, as SIB-200's are, make the
+    first N all one label), kept in file order."""
     docs = identify(variant, read_split(variant, data, _fill(variant.data.split, variant, "")))
+    if sample:
+        chosen = set(sorted(range(len(docs)), key=lambda i: hashlib.sha256(f"sample|{docs[i].id}".encode()).digest())[:sample])
+        docs = [d for i, d in enumerate(docs) if i in chosen]
     return docs[:limit] if limit else docs
 
 
