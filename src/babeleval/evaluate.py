@@ -18,17 +18,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engines import Engines
+from .engines import Engines, is_embedder
+from .retrieval.embedders import embedder, is_embedder_spec
 from .errors import BabelevalError
 from .results import SCHEMA_VERSION, summarise, write_json_atomic
 from .tasks.bitext import Bitext
 from .tasks.config import TaskConfig, Variant
-from .tasks.documents import load_documents, load_shots
+from .tasks.documents import load_documents, load_pool, load_shots
 from .tasks.files import find_tasks
 from .tasks.generation import Generation
+from .tasks.knn import NearestNeighbourClassification
 from .tasks.multiple_choice import MultipleChoice, MultipleChoiceByGeneration
 
-KINDS = {"multiple_choice": MultipleChoice, "generation": Generation, "bitext": Bitext}
+KINDS = {"multiple_choice": MultipleChoice, "generation": Generation, "bitext": Bitext,
+         "knn": NearestNeighbourClassification}
 
 
 def kind_for(variant: Variant):
@@ -53,7 +56,8 @@ def prepare_task(task: TaskConfig, data: Path | None = None, limit: int | None =
     for variant in task.variants:
         kind = kind_for(variant)
         docs = load_documents(variant, data, limit, sample)
-        units.append(Unit(variant, kind, kind.prepare(docs, load_shots(variant, data))))
+        shots = load_pool(variant, data) if variant.pool is not None else load_shots(variant, data)
+        units.append(Unit(variant, kind, kind.prepare(docs, shots)))
     return units
 
 
@@ -144,16 +148,19 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
     aggregate = units[0].kind.aggregate if units else (lambda rs: {"n": 0})
     summary = summarise(records, aggregate, task.main_metric, task.axes, task.breakdown, task.axis_groups)
     metric_signatures = units[0].kind.signatures() if units and hasattr(units[0].kind, "signatures") else {}
+    search = {u.variant.key: u.kind.report() for u in units if hasattr(u.kind, "report") and u.kind.report()}
     return {"task": task.name, "version": task.version, "kind": task.kind, "protocol": task.protocol,
             "signature": task.signature, "source": task.source, "license": task.license,
             "languages": {s: m for s, m in task.subsets.items()}, "main_metric": task.main_metric,
-            **summary, "metric_signatures": metric_signatures,
+            **summary, "metric_signatures": metric_signatures, **({"search": search} if search else {}),
             "seconds": round(time.time() - start, 2), "resumed": resumed}
 
 
 def _model_summary(model) -> dict:
     import numpy as np
 
+    if is_embedder(model):
+        return {"source": model.source, "arch": "embedder", "identity": model.identity}
     if getattr(model, "remote", False):
         return {"source": model.source, "arch": "http", "mode": model.mode}
     from .provenance import file_sha256
@@ -189,6 +196,8 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
         from .engine.compile_cache import enable_compilation_cache
 
         enable_compilation_cache()
+    if isinstance(model, str) and is_embedder_spec(model):
+        model = embedder(model)
     if isinstance(model, str):
         from .loading import load_model
 

@@ -39,6 +39,7 @@ def git_commit() -> str | None:
 
 
 @functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)
 def file_sha256(path: str) -> str | None:
     """sha256 of a weights file (a .gguf, or a folder's safetensors files in name order)."""
     p = Path(path)

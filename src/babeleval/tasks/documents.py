@@ -130,9 +130,26 @@ def load_shots(variant: Variant, data: Path | None) -> list[Document]:
     return identify(variant, read_split(variant, data, _fill(variant.fewshot.split, variant, "")))
 
 
-def demonstrations(variant: Variant, shots: list[Document], doc: Document) -> list[Document]:
+def load_pool(variant: Variant, data: Path | None) -> list[Document]:
+    """The labelled examples a knn task searches (its `pool:` source, by default the train split)."""
+    return identify(variant, _read_spec(variant.pool, variant, data, _fill(variant.pool.split, variant, "")))
+
+
+def demonstration_table(variant: Variant, docs: list[Document], shots: list[Document]) -> dict | None:
+    """For sampler nearest: every document's retrieved demonstrations (one embedding pass for all)."""
+    if variant.fewshot.sampler != "nearest" or not variant.fewshot.n:
+        return None
+    from .nearest import nearest_demonstrations
+
+    return nearest_demonstrations(variant, docs, shots)
+
+
+def demonstrations(variant: Variant, shots: list[Document], doc: Document, table: dict | None = None) -> list[Document]:
     """The few-shot documents for `doc`: the first n (the same for every document, so a
-    shared prefix), or n drawn at random with a seed per document; never the document itself."""
+    shared prefix), n drawn at random with a seed per document, or the n nearest (from
+    demonstration_table); never the document itself."""
+    if table is not None:
+        return table[doc.id]
     pool = [s for s in shots if not (s.id == doc.id and s.origin.rsplit(":", 1)[0] == doc.origin.rsplit(":", 1)[0])]
     n = variant.fewshot.n
     if len(pool) < n:
@@ -145,5 +162,8 @@ def demonstrations(variant: Variant, shots: list[Document], doc: Document) -> li
 
 
 def with_shots(variant: Variant, demos: list[str], prompt: str) -> str:
-    sep = variant.fewshot.separator
-    return sep.join(demos + [prompt]) if demos else prompt
+    shot = variant.fewshot
+    if not demos:
+        return shot.header + prompt
+    last = shot.separator if shot.last_separator is None else shot.last_separator
+    return shot.header + shot.separator.join(demos) + last + prompt

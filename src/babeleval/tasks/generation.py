@@ -13,7 +13,7 @@ from ..errors import BabelevalError
 from ..metrics.generation import build_metric
 from ..requests import Generate, GenerateResult
 from .config import Variant
-from .documents import Document, context_of, demonstrations, fields_for_breakdown, with_shots
+from .documents import Document, context_of, demonstration_table, demonstrations, fields_for_breakdown, with_shots
 from .templates import evaluate, render, text_hash
 
 
@@ -54,9 +54,9 @@ class Generation:
 
     def prepare(self, docs: list[Document], shots: list[Document]) -> list[Prompt]:
         v = self.variant
-        out = []
+        out, table = [], demonstration_table(v, docs, shots)
         for doc in docs:
-            demos = [self._prompt(s) + v.target_delimiter + self._references(s)[0] for s in demonstrations(v, shots, doc)]
+            demos = [self._prompt(s) + v.target_delimiter + self._references(s)[0] for s in demonstrations(v, shots, doc, table)]
             out.append(Prompt(doc.id, with_shots(v, demos, self._prompt(doc)), self._references(doc),
                               fields_for_breakdown(v, doc)))
         return out

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import BabelevalError
 from ..requests import Generate, GenerateResult, Loglikelihood, LoglikelihoodResult
 from .config import LETTERS, Variant
-from .documents import Document, context_of, demonstrations, fields_for_breakdown, with_shots
+from .documents import Document, context_of, demonstration_table, demonstrations, fields_for_breakdown, with_shots
 from .order import permutation, reorder
 from .templates import evaluate, render, text_hash
 from .verbalise import verbalise
@@ -98,13 +98,13 @@ class MultipleChoice:
 
     def prepare(self, docs: list[Document], shots: list[Document]) -> list[Question]:
         v = self.variant
-        questions = []
+        questions, table = [], demonstration_table(v, docs, shots)
         for doc in docs:
             options, gold = self._options(doc)
             perm = permutation(v.order, len(options), gold, v.order_seed, doc.id)
             shown, shown_gold = reorder(options, gold, perm)
             demos = []
-            for shot in demonstrations(v, shots, doc):
+            for shot in demonstrations(v, shots, doc, table):
                 shot_options, shot_gold = self._options(shot)
                 demos.append(self._prompt(shot, shot_options) + v.target_delimiter + self._answer(shot_options, shot_gold))
             context = with_shots(v, demos, self._prompt(doc, shown))
