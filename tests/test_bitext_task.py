@@ -10,26 +10,39 @@ from babeleval.tasks.bitext import weighted_f1
 from babeleval.tasks.files import find_task
 
 
-def test_tatoeba_bitext_equals_brute_force_search(shared_data, tmp_path):
+def test_tatoeba_bitext_equals_brute_force_search(shared_data, tmp_path, monkeypatch):
     from babeleval.engine.embed import Embedder
     from real_models import ours
 
     model = ours("all-minilm-l6-v2")
-    summary = evaluate(model, ["tatoeba:deu,fra"], tmp_path, data=shared_data, limit=64, progress=False,
+    monkeypatch.setenv("BABELEVAL_CACHE", str(tmp_path / "cache"))  # an empty embedding cache
+    summary = evaluate(model, ["tatoeba:deu,fra"], tmp_path / "run", data=shared_data, limit=64, progress=False,
                        compile_cache=False)
     task = summary["tasks"]["tatoeba"]
     for subset in ("deu", "fra"):
-        unit, = prepare_task(find_task(f"tatoeba:{subset}"), shared_data, 64)
-        pairs = unit.items
+        forward, backward = prepare_task(find_task(f"tatoeba:{subset}"), shared_data, 64)
+        assert backward.items[0].source == forward.items[0].target  # eng -> xx: the sides swapped
+        pairs = forward.items
         embedder = Embedder(model)
         source = embedder.embed([Embed(p.source) for p in pairs])
         target = embedder.embed([Embed(p.target) for p in pairs])
         cos = (source / np.linalg.norm(source, axis=1, keepdims=True)) @ (target / np.linalg.norm(target, axis=1, keepdims=True)).T
         want = (np.argmax(cos, axis=1) == np.arange(len(pairs))).mean()
-        assert task["subsets"][subset]["accuracy"] == pytest.approx(want) and task["subsets"][subset]["n"] == 64
+        result = task["variants"][f"{subset}|direction=xx-eng"]
+        assert result["accuracy"] == pytest.approx(want) and result["n"] == 64
+        l2 = np.sqrt(((source[:, None] - target[None]) ** 2).sum(-1))  # MINERS: L2 on the raw vectors, k = 5
+        in_top5 = (np.argsort(l2, axis=1)[:, :5] == np.arange(len(pairs))[:, None]).any(1)
+        assert result["accuracy@5"] == pytest.approx(in_top5.mean())
     # English-only MiniLM finds few translations (transformers + torch give the same 7/64 for French)
-    assert task["subsets"]["deu"]["accuracy"] == 14 / 64 and task["subsets"]["fra"]["accuracy"] == 7 / 64
-    assert task["main_metric"] == "f1" and task["metrics"]["n"] == 128
+    assert task["variants"]["deu|direction=xx-eng"]["accuracy"] == 14 / 64
+    assert task["variants"]["fra|direction=xx-eng"]["accuracy"] == 7 / 64
+    assert task["main_metric"] == "f1" and task["metrics"]["n"] == 256 and task["subsets"]["fra"]["n"] == 128
+    # both directions embed the same 256 sentences (255 distinct): the second direction comes from the cache
+    texts = {t for s in ("deu", "fra") for p in prepare_task(find_task(f"tatoeba:{s}"), shared_data, 64)[0].items
+             for t in (p.source, p.target)}
+    assert len(texts) == 255
+    assert summary["engine"]["embedding"] == {**summary["engine"]["embedding"], "texts": 512, "computed": 255,
+                                              "from_cache": 257}
 
 
 def test_weighted_f1_follows_scikit_learn():

@@ -84,8 +84,10 @@ def _read_spec(spec: DataSpec, variant: Variant, data: Path | None, split: str) 
 
 
 def context_of(variant: Variant, fields: dict) -> dict:
-    """What templates see: the document's fields, over the subset's vars (also under `vars`)."""
-    return {**variant.vars, **fields, "vars": variant.vars, "subset": variant.subset, "subset_language": variant.language}
+    """What templates see: the document's fields, over the subset's vars (also under `vars`),
+    and the fields as one mapping `row` (for columns named per language)."""
+    return {**variant.vars, **fields, "vars": variant.vars, "subset": variant.subset, "subset_language": variant.language,
+            "row": fields}
 
 
 def fields_for_breakdown(variant: Variant, doc: Document) -> tuple[tuple[str, str], ...]:
