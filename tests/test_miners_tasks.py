@@ -17,11 +17,7 @@ from babeleval.tasks.files import find_task
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BABELEVAL_CACHE", str(tmp_path / "cache"))
-    from babeleval.retrieval import embedders
-
-    embedders.cached.cache_clear()
     yield tmp_path / "cache"
-    embedders.cached.cache_clear()
 
 
 def _l2_nearest(queries, keys, k):

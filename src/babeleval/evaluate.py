@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engines import Engines, is_embedder
-from .retrieval.embedders import embedder, is_embedder_spec
+from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
 from .results import SCHEMA_VERSION, summarise, write_json_atomic
 from .tasks.bitext import Bitext
@@ -179,6 +179,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
     started = time.time()
+    embedded_before = auxiliary_stats()
     configs = [c for t in tasks for c in ([t] if isinstance(t, TaskConfig) else find_tasks(t, task_dirs, overrides))]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
@@ -219,6 +220,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
 
     summary = {"schema_version": SCHEMA_VERSION, "babeleval": __version__, **run_provenance(),
                "seconds": round(time.time() - started, 2), "model": _model_summary(model), "limit": limit, "sample": sample,
-               "overrides": overrides, "tasks": task_results, "engine": engines.stats()}
+               "overrides": overrides, "tasks": task_results,
+               "engine": {**engines.stats(), **({"other_embedders": other} if (other := auxiliary_stats(embedded_before)) else {})}}
     write_json_atomic(output / "results.json", summary)
     return summary

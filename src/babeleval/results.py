@@ -108,6 +108,12 @@ def summary_lines(name: str, task: dict) -> list[str]:
         lines.append("    " + " " * width + "  ".join(f"{c:>8}" for c in columns))
         for row, cells in table["all"].items():
             lines.append(f"    {row:<{width}}" + "  ".join(f"{_number(cells.get(c)):>8}" for c in columns))
+    searches = list((task.get("search") or {}).values())
+    if searches:
+        methods = sorted({s["method"] for s in searches})
+        recalls = [s["recall@1"] for s in searches if "recall@1" in s]
+        lines.append(f"  search: {', '.join(methods)}" + (f"; HNSW recall@1 vs exact search: min {min(recalls):.3f} over "
+                                                         f"{len(recalls)} searches" if recalls else ""))
     return lines
 
 

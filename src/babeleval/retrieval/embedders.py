@@ -161,11 +161,31 @@ def embedder(spec: str, dtype: str = "float32"):
     return ModelEmbedder(load_model(spec, dtype=dtype))
 
 
-@lru_cache(maxsize=16)
+_CACHED = {}
+
+
 def cached(spec: str, dtype: str = "float32"):
+    """The embedder for spec behind the on-disk cache, one per (spec, cache folder) in a process."""
     from .cache import CachedEmbedder
 
-    return CachedEmbedder(embedder(spec, dtype), embeddings_dir())
+    key = (spec, dtype, str(embeddings_dir()))
+    if key not in _CACHED:
+        _CACHED[key] = CachedEmbedder(embedder(spec, dtype), embeddings_dir())
+    return _CACHED[key]
+
+
+def auxiliary_stats(since: dict | None = None) -> dict:
+    """What the embedders used besides the model (retrievers, DistFuse members) computed and
+    reused in this process, or since an earlier snapshot of it."""
+    out = {}
+    for (spec, _, _), e in _CACHED.items():
+        s = out.setdefault(spec, {"computed": 0, "from_cache": 0, "seconds": 0.0})
+        s["computed"] += e.stats.computed
+        s["from_cache"] += e.stats.from_cache
+        s["seconds"] = round(s["seconds"] + e.stats.seconds, 2)
+    for spec, before in (since or {}).items():
+        out[spec] = {k: round(v - before[k], 2) if k == "seconds" else v - before[k] for k, v in out[spec].items()}
+    return {spec: s for spec, s in out.items() if s["computed"] or s["from_cache"]}
 
 
 def embeddings_dir():

@@ -24,6 +24,7 @@ def _normalised(x: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=None)
 def _block_program(metric: str, k: int, parts: int):
+    from .. import engine  # noqa: F401  (JAX gets its CPU devices before it starts)
     import jax
     import jax.numpy as jnp
 
