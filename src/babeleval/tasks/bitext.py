@@ -9,8 +9,8 @@ each source sentence's translation among all targets. Three published rules, sid
   recall against exact search in the results), or DistFuse over several embedders;
 - LASER's xSIM error rate with the ratio margin over the 4 nearest (`xsim_error`, a share).
 
-Directions are variants (an axis in the task file): the reverse direction embeds nothing
-new, its sentences come from the cache. The whole set is one search, not chunks.
+Directions are variants (an axis in the task file; `reverse: true` searches target ->
+source): the reverse direction embeds nothing new, its sentences come from the cache. The whole set is one search, not chunks.
 """
 from __future__ import annotations
 
@@ -49,6 +49,8 @@ class Bitext:
             target = evaluate(self.variant.target_text, ctx, "target_text", doc.origin)
             if not str(source).strip() or not str(target).strip():
                 raise BabelevalError(f"{doc.origin}: an empty sentence in the pair")
+            if self.variant.reverse:
+                source, target = target, source
             out.append(Pair(doc.id, str(source), str(target)))
         return out
 

@@ -29,10 +29,10 @@ LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 TOP_FIELDS = ("name", "version", "kind", "description", "protocol", "source", "citation", "license", "main_metric",
               "data", "subsets", "axes", "choice_orders", "order_seed", "doc_id", "prompt", "choices", "target",
               "target_delimiter", "scoring", "labels", "metrics", "fewshot", "generation", "source_text",
-              "target_text", "include", "tags", "vars", "breakdown", "axis_groups", "search", "ks", "fuse", "pool")
+              "target_text", "include", "tags", "vars", "breakdown", "axis_groups", "search", "ks", "fuse", "pool", "reverse")
 VARIANT_FIELDS = ("data", "doc_id", "prompt", "choices", "target", "target_delimiter", "scoring", "labels",
                   "metrics", "fewshot", "generation", "source_text", "target_text", "vars", "search", "ks", "fuse",
-                  "pool")
+                  "pool", "reverse")
 SUBSET_FIELDS = ("language", "script", "only") + VARIANT_FIELDS
 DATA_FIELDS = ("path", "format", "key", "split", "hub", "builtin", "join")
 JOIN_FIELDS = ("path", "format", "key", "by", "prefix")
@@ -134,6 +134,7 @@ class Variant:
     ks: tuple[int, ...] = (1, 5, 10)
     fuse: tuple[tuple[str, float], ...] = ()  # DistFuse: (embedder spec or "model", weight)
     pool: DataSpec | None = None  # knn: where the labelled neighbours come from
+    reverse: bool = False  # bitext: search target -> source (eng -> xx) instead
     where: str = field(default="", compare=False)
 
     @property
@@ -240,6 +241,12 @@ def _fuse(raw, where: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def _flag(value, name: str, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise BabelevalError(f"{where}: {name} must be true or false, got {value!r}")
+    return value
+
+
 def _ks(raw, where: str) -> tuple[int, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(k, int) and k >= 1 for k in raw):
         raise BabelevalError(f"{where}: ks must be a list of whole numbers >= 1, got {raw!r}")
@@ -299,6 +306,7 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
         breakdown=tuple(breakdown), search=_search(raw.get("search") or {}, where), ks=_ks(raw.get("ks", [1, 5, 10]), where),
         fuse=_fuse(raw["fuse"], where) if raw.get("fuse") else (),
         pool=_data(deep_merge(raw["data"], {"split": "train", **(raw.get("pool") or {})}), where) if kind == "knn" else None,
+        reverse=_flag(raw.get("reverse", False), "reverse", where),
         where=where)
 
 

