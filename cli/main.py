@@ -59,7 +59,8 @@ def _batch_size(ctx, param, value):
 @click.option("--fewshot", type=click.IntRange(min=0), default=None,
               help="Demonstrations per document for every task (overrides the task files; 0 = zero-shot).")
 @click.option("--api-base", default=None, help="For --model openai:NAME: the server's base URL "
-              "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1).")
+              "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1); for openai-embed:NAME or "
+              "cohere-embed:NAME the embedding server's.")
 @click.option("--api-mode", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="Environment variable holding the key.")
 @click.option("--api-concurrency", type=click.IntRange(min=1), default=8, show_default=True)
@@ -74,6 +75,10 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
     from babeleval.tasks.files import default_suite
 
     model = model_spec or DEFAULT_MODEL
+    if model.startswith(("openai-embed:", "cohere-embed:")) and api_base:
+        import os
+
+        os.environ["BABELEVAL_EMBED_BASE"] = api_base
     if model.startswith("openai:"):
         import os
 

@@ -189,3 +189,28 @@ def test_http_embedder_against_a_local_stub(monkeypatch):
         server.server_close()
     with pytest.raises(BabelevalError, match="embedding request failed"):  # the server is gone
         HTTPEmbedder("x", base, "openai", timeout=5).embed(["a"])
+
+
+def test_cli_runs_a_bitext_task_through_an_embedding_server(shared_data, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from babeleval.cli.main import cli
+
+    monkeypatch.setenv("BABELEVAL_CACHE", str(tmp_path / "cache"))
+    server = HTTPServer(("127.0.0.1", 0), _StubEmbeddings)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _StubEmbeddings.calls.clear()
+    try:
+        result = CliRunner().invoke(cli, ["run", "--model", "openai-embed:stub-e5", "--api-base",
+                                          f"http://127.0.0.1:{server.server_port}/v1", "--task", "tatoeba:fra",
+                                          "--limit", "20", "--data", str(shared_data), "--output", str(tmp_path / "run"),
+                                          "--quiet"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert summary["model"]["arch"] == "embedder" and "stub-e5" in summary["model"]["identity"]
+    assert summary["engine"]["embedding"]["computed"] == 40 and summary["engine"]["embedding"]["from_cache"] == 40
+    assert sum(len(body["input"]) for _, body, _ in _StubEmbeddings.calls) == 40  # the eng -> fra direction: cached
+    assert summary["tasks"]["tatoeba"]["metrics"]["n"] == 40

@@ -1,6 +1,7 @@
 """k-nearest-neighbour search over one embedder's vectors: exact (blocked, jitted) or an
-hnswlib index, chosen automatically by the number of keys (below EXACT_BELOW keys exact
-search is faster than building an index: measured in bench/test_bench_retrieval.py).
+hnswlib index, chosen automatically by a cost model whose constants were measured in
+bench/test_bench_retrieval.py (exact search costs queries x keys; an index costs its build,
+once per key set, then little per query).
 Every HNSW search also runs exact search on a sample of its queries and reports recall@k
 against it, so an approximate result always says how approximate it was. An index can be
 saved and reloaded (keyed by the vectors it holds and its settings).
@@ -19,8 +20,22 @@ from ..errors import BabelevalError
 from .exact import METRICS, exact_search
 
 METHODS = ("auto", "exact", "hnsw")
-EXACT_BELOW = 20_000  # keys; see bench/RESULTS.md ("exact vs HNSW")
 RECALL_SAMPLE = 256
+# The auto choice's cost model, measured on the 2-core CPU box with real multilingual-e5-small
+# vectors (dim 384) by bench/test_bench_retrieval.py (figures in bench/RESULTS.md).
+EXACT_SECONDS_PER_PAIR = 1.0e-8  # one query-key distance inside the blocked top-k, at dim 384
+HNSW_BUILD_SECONDS_PER_KEY = 1.0e-3  # M 32, ef_construction 200, 2 threads
+HNSW_SECONDS_PER_QUERY = 1.0e-4  # ef 100, k 10
+
+
+def choose_method(queries: int, keys: int, dim: int, settings: "SearchSettings", index_saved: bool = False) -> str:
+    """Exact search unless the index (built, or loaded when saved) plus its queries and its
+    recall check are expected to cost less."""
+    scale = dim / 384
+    exact = EXACT_SECONDS_PER_PAIR * scale * queries * keys
+    hnsw = ((0.0 if index_saved else HNSW_BUILD_SECONDS_PER_KEY * scale * keys) + HNSW_SECONDS_PER_QUERY * queries
+            + EXACT_SECONDS_PER_PAIR * scale * min(settings.recall_sample, queries) * keys)
+    return "exact" if exact <= hnsw else "hnsw"
 
 
 @dataclass(frozen=True)
@@ -103,16 +118,16 @@ def recall_at_k(approximate: np.ndarray, exact: np.ndarray) -> float:
 def search(queries: np.ndarray, keys: np.ndarray, k: int, settings: SearchSettings = SearchSettings(),
            index_dir: Path | None = None) -> SearchResult:
     k = min(k, len(keys))
+    path = index_dir / f"{index_key(keys, settings)}.hnsw" if index_dir else None
     method = settings.method
     if method == "auto":
-        method = "exact" if len(keys) < EXACT_BELOW else "hnsw"
+        method = choose_method(len(queries), len(keys), keys.shape[1], settings, path is not None and path.exists())
     if method == "exact":
         start = time.time()
         indices, distances = exact_search([(queries, keys, 1.0)], k, settings.metric)
         return SearchResult(indices, distances, "exact", {"query_seconds": round(time.time() - start, 3)})
     start = time.time()
     index = HnswIndex(keys.shape[1], settings.metric, settings.M, settings.ef_construction, settings.ef)
-    path = index_dir / f"{index_key(keys, settings)}.hnsw" if index_dir else None
     loaded = path is not None and path.exists()
     if loaded:
         index.load(path, len(keys))
