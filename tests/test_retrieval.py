@@ -214,3 +214,14 @@ def test_cli_runs_a_bitext_task_through_an_embedding_server(shared_data, tmp_pat
     assert summary["engine"]["embedding"]["computed"] == 40 and summary["engine"]["embedding"]["from_cache"] == 40
     assert sum(len(body["input"]) for _, body, _ in _StubEmbeddings.calls) == 40  # the eng -> fra direction: cached
     assert summary["tasks"]["tatoeba"]["metrics"]["n"] == 40
+
+
+def test_auto_choice_follows_the_measured_cost_model():
+    from babeleval.retrieval.search import choose_method
+
+    s = SearchSettings()
+    assert choose_method(1000, 1000, 384, s) == "exact"  # Tatoeba-sized bitext
+    assert choose_method(30_000, 30_000, 384, s) == "exact"
+    assert choose_method(100_000, 100_000, 384, s) == "hnsw"  # a 100k self search: the build pays for itself
+    assert choose_method(2000, 100_000, 384, s) == "exact"  # a one-off: building would cost 70 s
+    assert choose_method(2000, 100_000, 384, s, index_saved=True) == "hnsw"  # the index is on disk
