@@ -68,7 +68,7 @@ class Engines:
         return engine.embed([r.prefix + r.text for r in requests], progress)
 
     def stats(self) -> dict:
-        if getattr(self.model, "remote", False) and not is_embedder(self.model):
+        if getattr(self.model, "remote", False):
             s = self.model.stats
             return {"http": {"requests": s.requests, "from_cache": s.from_cache, "http_calls": s.http_calls,
                              "retries": s.retries, "seconds": round(s.seconds, 2)}}

@@ -52,7 +52,7 @@ class EmbeddingCache:
             self.dim = int(vectors.shape[1])
             self.meta_path.write_text(json.dumps({"dim": self.dim}))
         fresh = {}
-        for key, row in zip(keys, range(len(keys))):
+        for row, key in enumerate(keys):
             if key not in self.rows and key not in fresh:
                 fresh[key] = row
         if not fresh:

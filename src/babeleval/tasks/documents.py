@@ -154,6 +154,11 @@ def load_pool(variant: Variant, data: Path | None) -> list[Document]:
     return identify(variant, _read_spec(variant.pool, variant, data, _fill(variant.pool.split, variant, "")))
 
 
+def same_document(a: Document, b: Document) -> bool:
+    """The same id in the same file (a demonstration must never be the question itself)."""
+    return a.id == b.id and a.origin.rsplit(":", 1)[0] == b.origin.rsplit(":", 1)[0]
+
+
 def demonstration_table(variant: Variant, docs: list[Document], shots: list[Document]) -> dict | None:
     """For sampler nearest: every document's retrieved demonstrations (one embedding pass for all)."""
     if variant.fewshot.sampler != "nearest" or not variant.fewshot.n:
@@ -169,7 +174,7 @@ def demonstrations(variant: Variant, shots: list[Document], doc: Document, table
     demonstration_table); never the document itself."""
     if table is not None:
         return table[doc.id]
-    pool = [s for s in shots if not (s.id == doc.id and s.origin.rsplit(":", 1)[0] == doc.origin.rsplit(":", 1)[0])]
+    pool = [s for s in shots if not same_document(s, doc)]
     n = variant.fewshot.n
     if len(pool) < n:
         raise BabelevalError(f"{variant.where}: {n}-shot needs {n} documents in split {variant.fewshot.split!r}, "

@@ -4,7 +4,7 @@ normalised, as MINERS retrieves), nearest first; never the document itself."""
 from __future__ import annotations
 
 from .config import Variant
-from .documents import Document, context_of
+from .documents import Document, context_of, same_document
 from .templates import evaluate
 
 
@@ -24,6 +24,6 @@ def nearest_demonstrations(variant: Variant, docs: list[Document], shots: list[D
     nearest, _ = exact_search([(queries, keys, 1.0)], n + 1, "l2")
     table = {}
     for doc, row in zip(docs, nearest):
-        picked = [shots[j] for j in row if not (shots[j].id == doc.id and shots[j].origin.rsplit(":", 1)[0] == doc.origin.rsplit(":", 1)[0])]
+        picked = [shots[j] for j in row if not same_document(shots[j], doc)]
         table[doc.id] = picked[:n]
     return table
