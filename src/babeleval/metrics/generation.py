@@ -61,6 +61,7 @@ class GenerationMetric:
 
     @property
     def signature(self) -> str:
+        from .bootstrap import SIGNATURE as BOOTSTRAP
         from .chrf import CHRF
         from .rouge import SIGNATURE
         from .squad import SQuAD
@@ -71,12 +72,12 @@ class GenerationMetric:
             return SQuAD("official" if self.name == "squad" else "multilingual", self.language or "en").signature
         if self.name in ("chrf", "chrf++"):
             chrf = CHRF(word_order=2 if self.name == "chrf++" else 0)
-            return f"{chrf.name}|{chrf.signature()}"
+            return f"{chrf.name}|{chrf.signature()}|stderr:{BOOTSTRAP}"
         if self.name == "rouge_l":
             return SIGNATURE
         import sacrebleu
 
-        return f"{self.name}|sacrebleu:{sacrebleu.__version__}|defaults"
+        return f"{self.name}|sacrebleu:{sacrebleu.__version__}|defaults|stderr:{BOOTSTRAP}"
 
     def per_sample(self, predictions: list[str], references: list[list[str]]) -> dict[str, list[float]]:
         if self.name == "exact_match":
@@ -100,17 +101,36 @@ class GenerationMetric:
         return {}  # BLEU and TER are corpus statistics only
 
     def corpus(self, predictions: list[str], references: list[list[str]]) -> dict[str, float]:
+        """The corpus value; for chrF, BLEU and TER also its bootstrap stderr and 95% half-width
+        (metrics/bootstrap.py), since they are not means of per-segment scores."""
+        if self.name in ("chrf", "chrf++", "bleu", "ter"):
+            from .bootstrap import bootstrap
+
+            stats, score = self._statistics(predictions, _streams(references))
+            spread = bootstrap(stats, score)
+            return {self.name: float(score(stats.sum(0))), f"{self.name}_stderr": spread["stderr"],
+                    f"{self.name}_ci95": spread["ci95"]}
+        out = {}
+        for key, values in self.per_sample(predictions, references).items():
+            values = np.asarray(values, float)
+            out[key] = float(values.mean()) if len(values) else float("nan")
+            out[f"{key}_stderr"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+        return out
+
+    def _statistics(self, predictions: list[str], streams: list[list[str]]):
+        """Per-segment statistics [n, k] and the score of their sum, as sacreBLEU defines it."""
         if self.name in ("chrf", "chrf++"):
+            from ..kernels.chrf import f_score
             from .chrf import CHRF
 
-            return {self.name: CHRF(word_order=2 if self.name == "chrf++" else 0).corpus_score(predictions,
-                                                                                            _streams(references))}
-        if self.name in ("bleu", "ter"):
-            from .chrf import bleu, ter
+            chrf = CHRF(word_order=2 if self.name == "chrf++" else 0)
+            stats = chrf.statistics(predictions, streams).astype(np.float64)
+            return stats, lambda s: float(f_score(np.asarray(s, np.float64), chrf.order, chrf.beta, chrf.eps_smoothing))
+        import sacrebleu
 
-            return {self.name: float((bleu if self.name == "bleu" else ter)(predictions, _streams(references)).score)}
-        return {key: float(np.mean(values)) if values else float("nan")
-                for key, values in self.per_sample(predictions, references).items()}
+        metric = sacrebleu.BLEU() if self.name == "bleu" else sacrebleu.TER()
+        stats = np.array(metric._extract_corpus_statistics(predictions, streams), np.float64)
+        return stats, lambda s: float(metric._compute_score_from_stats(s).score)
 
 
 def build_metric(metric, language: str) -> GenerationMetric:

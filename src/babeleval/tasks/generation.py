@@ -85,10 +85,6 @@ class Generation:
                 out.update({k: float("nan") for k in metric.keys})
                 continue
             out.update(metric.corpus(predictions, references))
-            for key in metric.keys:
-                if key in records[0]:
-                    values = np.array([r[key] for r in records], float)
-                    out[f"{key}_stderr"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
         out["cut_by_length"] = float(np.mean([r["stop_reason"] == "length" for r in records])) if records else float("nan")
         out["mean_new_tokens"] = float(np.mean([r["new_tokens"] for r in records])) if records else float("nan")
         out["n"] = len(records)
