@@ -100,6 +100,20 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
 
 
 @cli.command()
+@click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--output", type=click.Path(path_type=Path), default=Path("results/report"), show_default=True)
+@click.option("--fertility", type=click.Path(path_type=Path), default=None,
+              help="A fertility.json from `babeleval fertility`: tokens per word beside the score per language.")
+@friendly
+def report(run_dirs, output, fertility):
+    """Write report.md and report.html (with PNG/SVG charts) from one or more run folders, side by side."""
+    from babeleval.report import write_report
+
+    for path in write_report(list(run_dirs), output, fertility)[:2]:
+        click.echo(path)
+
+
+@cli.command()
 @click.option("--task-dir", "task_dirs", multiple=True, type=click.Path(file_okay=False, path_type=Path))
 @friendly
 def tasks(task_dirs):

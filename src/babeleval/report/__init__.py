@@ -1,0 +1,50 @@
+"""`babeleval report RUN_DIR... [--fertility F] [--output DIR]`: report.md and report.html
+with PNG/SVG charts, from the results.json of one or more runs (models side by side).
+
+Per task: the main metric per subset (language) with its standard error, a run per
+column; every metric of the task; for each variant axis (choice order, prompt language,
+bitext direction, demonstrations) the score per value with its spread and consistency,
+and per language by value; with a fertility.json, tokens per word beside the score per
+language, so tokenizer bloat shows next to the accuracy it may explain."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ..errors import BabelevalError
+from .blocks import Heading, Paragraph, Table, html_page, markdown
+from .runs import Run, load_fertility, load_runs
+from .sections import commands, run_table, task_section
+
+
+def build(runs: list[Run], fertility: dict | None, folder: Path) -> list:
+    blocks = [Heading(1, "babeleval report"),
+              Paragraph(f"{len(runs)} run{'s' * (len(runs) > 1)}: " + ", ".join(f"{r.label} ({r.folder})" for r in runs)
+                        + ". Cells are value ± standard error (analytic for means of per-question scores, bootstrap "
+                          "for chrF/BLEU/TER); '-' where a run lacks the task or subset."),
+              run_table(runs), commands(runs)]
+    names = list(dict.fromkeys(name for r in runs for name in r.tasks))
+    for index, name in enumerate(names):
+        blocks += task_section(name, [r for r in runs if name in r.tasks], fertility, folder, f"t{index:02d}")
+    return blocks
+
+
+def write_report(folders: list[Path], output: Path, fertility: Path | None = None) -> list[Path]:
+    runs = load_runs([Path(f) for f in folders])
+    tokens = load_fertility(fertility)
+    output = Path(output)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = output / ".babeleval-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise BabelevalError(f"{output}: cannot write the report there ({exc.strerror})") from None
+    figures = output / "figures"
+    shutil.rmtree(figures, ignore_errors=True)  # charts of an earlier report with other tasks would linger
+    figures.mkdir()
+    blocks = build(runs, tokens, figures)
+    md, page = output / "report.md", output / "report.html"
+    md.write_text(markdown(blocks), encoding="utf-8")
+    page.write_text(html_page("babeleval report: " + ", ".join(r.label for r in runs), blocks), encoding="utf-8")
+    return [md, page, *sorted(figures.iterdir())]
