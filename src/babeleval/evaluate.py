@@ -61,10 +61,34 @@ def prepare_task(task: TaskConfig, data: Path | None = None, limit: int | None =
     return units
 
 
+def _cut_torn_tail(path: Path) -> None:
+    """A kill while a record was written leaves a last line without its newline: cut it, so
+    the records appended next start on a line of their own (and are not lost with it)."""
+    with path.open("rb+") as handle:
+        size = handle.seek(0, 2)
+        if size == 0:
+            return
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return
+        end = size
+        while end > 0:
+            step = min(1 << 16, end)
+            handle.seek(end - step)
+            block = handle.read(step)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                end = end - step + newline + 1
+                break
+            end -= step
+        handle.truncate(max(end, 0))
+
+
 def _read_samples(path: Path, variants: dict[str, Variant]) -> dict[tuple[str, str], dict]:
     done = {}
     if not path.exists():
         return done
+    _cut_torn_tail(path)
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
             record = json.loads(line)

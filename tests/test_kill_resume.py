@@ -1,0 +1,84 @@
+"""Runs survive SIGKILL: `babeleval run` in a subprocess (tests/kill_worker.py) is killed
+while XLA compiles, in the middle of writing a record, and while results.json is written;
+each time no results.json is left that looks complete, the same command then resumes,
+computes only the documents not yet written (the engine's request count says so), and ends
+with the results of an uninterrupted run. The same run on 1 and on 2 devices gives the same
+records and results."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORKER = Path(__file__).parent / "kill_worker.py"
+TASK = "cldr-weekdays:fr,am"  # 14 documents of 7 options: 98 scoring requests
+DOCS, OPTIONS = 14, 7
+VOLATILE = ("seconds", "resumed")
+
+
+def babeleval(point: str, out: Path, cache: Path, devices: int = 2) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(BABELEVAL_CACHE=str(cache), BABELEVAL_CPU_DEVICES=str(devices))
+    return subprocess.run([sys.executable, str(WORKER), point, "run", "--quiet", "--task", TASK, "--output", str(out)],
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def complete_records(out: Path) -> list[dict]:
+    path = out / "samples_cldr-weekdays.jsonl"
+    if not path.exists():
+        return []
+    lines = path.read_bytes().split(b"\n")
+    return [json.loads(line) for line in lines[:-1]]  # the last piece is "" or a torn line
+
+
+def task_results(out: Path) -> dict:
+    task = json.loads((out / "results.json").read_text())["tasks"]["cldr-weekdays"]
+    return {k: v for k, v in task.items() if k not in VOLATILE}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kill")
+    out = root / "uninterrupted"
+    result = babeleval("none", out, root / "cache")
+    assert result.returncode == 0, result.stderr
+    return root, out
+
+
+@pytest.mark.parametrize("point, written", [("compile", 0), ("mid-line", 6), ("results", DOCS)])
+def test_killed_run_resumes_to_the_same_results(uninterrupted, point, written):
+    root, reference = uninterrupted
+    out = root / point
+    cache = root / ("cold-cache" if point == "compile" else "cache")  # compile: nothing compiled yet
+    killed = babeleval(point, out, cache)
+    assert killed.returncode == -9, killed.stderr  # SIGKILL
+    assert not (out / "results.json").exists()  # nothing that looks complete
+    before = complete_records(out)
+    assert len(before) == written
+    if point == "mid-line":
+        assert not (out / "samples_cldr-weekdays.jsonl").read_bytes().endswith(b"\n")  # a torn record
+    again = babeleval("none", out, cache)
+    assert again.returncode == 0, again.stderr
+    summary = json.loads((out / "results.json").read_text())
+    assert summary["tasks"]["cldr-weekdays"]["resumed"] == written
+    assert summary["engine"].get("scoring", {}).get("requests", 0) == (DOCS - written) * OPTIONS  # nothing recomputed
+    assert task_results(out) == task_results(reference)
+    after = complete_records(out)
+    assert sorted((r["key"], r["id"]) for r in after) == sorted((r["key"], r["id"]) for r in complete_records(reference))
+    assert after[:written] == before  # what was written stays as it was
+    assert not list(out.glob(".results.json.*")) or point == "results"  # only a killed write leaves its temp file
+
+
+def test_one_and_two_devices_give_the_same_results(uninterrupted):
+    root, reference = uninterrupted
+    out = root / "one-device"
+    result = babeleval("none", out, root / "cache", devices=1)
+    assert result.returncode == 0, result.stderr
+    assert task_results(out) == task_results(reference)
+    one, two = ({(r["key"], r["id"]): r for r in complete_records(o)} for o in (out, reference))
+    assert one.keys() == two.keys()
+    for key, record in one.items():
+        assert record["loglikelihoods"] == pytest.approx(two[key]["loglikelihoods"], abs=1e-4)
+        assert record["chosen"] == two[key]["chosen"]
