@@ -21,7 +21,7 @@ from pathlib import Path
 from .engines import Engines, is_embedder
 from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
-from .results import SCHEMA_VERSION, summarise, write_json_atomic
+from .results import SCHEMA_VERSION, cannot_write, summarise, write_json_atomic
 from .tasks.bitext import Bitext
 from .tasks.config import TaskConfig, Variant
 from .tasks.documents import load_documents, load_pool, load_shots
@@ -103,6 +103,16 @@ def _read_samples(path: Path, variants: dict[str, Variant]) -> dict[tuple[str, s
     return done
 
 
+def _append(sink, path: Path, lines: list[str]) -> None:
+    """Records go to disk as soon as they are computed, one write per record line."""
+    try:
+        for line in lines:
+            sink.write(line)
+        sink.flush()
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+
+
 class _DocumentBar:
     """Turns the engine's progress (requests answered) into documents on the run's bar."""
 
@@ -158,15 +168,15 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
             flat = [r for rs in requests for r in rs]
             bar = _DocumentBar(progress, sum(len(items) for _, items in piece), len(flat))
             answers = engines.answer(flat, bar.requests_done if progress else None)
-            offset = 0
+            offset, lines = 0, []
             for (unit, items), rs in zip(piece, requests):
                 v = unit.variant
                 for record in unit.kind.score(items, answers[offset: offset + len(rs)]):
                     record.update(key=v.key, subset=v.subset, variant=dict(v.axes), signature=v.signature)
-                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    lines.append(json.dumps(record, ensure_ascii=False) + "\n")
                     done[(v.key, record["id"])] = record
                 offset += len(rs)
-            sink.flush()
+            _append(sink, samples, lines)
             bar.finish()
     records = [done[(u.variant.key, item.id)] for u in units for item in u.items]
     aggregate = units[0].kind.aggregate if units else (lambda rs: {"n": 0})

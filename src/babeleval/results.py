@@ -117,6 +117,14 @@ def summary_lines(name: str, task: dict) -> list[str]:
     return lines
 
 
+def cannot_write(path: Path, exc: OSError):
+    """A full disk or a lost permission, said in one line: what was already written is kept."""
+    from .errors import BabelevalError
+
+    return BabelevalError(f"{path}: cannot write ({exc.strerror or exc}); the records written so far are kept: free "
+                          "space or fix the permissions, then run the same command to resume")
+
+
 def write_json_atomic(path: Path, value) -> Path:
     """Temp file + rename: a reader never sees half a results.json."""
     path = Path(path)
@@ -130,8 +138,10 @@ def write_json_atomic(path: Path, value) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise cannot_write(path, exc) from None
         raise
     return path
 

@@ -76,7 +76,11 @@ def resolve(spec: str) -> Path:
         return path
     if spec.count("/") == 1 and not spec.startswith((".", "/")):
         return download(spec)
-    raise BabelevalError(f"{spec}: no such file, folder, alias ({', '.join(ALIASES)}) or hub id")
+    import difflib
+
+    close = difflib.get_close_matches(spec, list(ALIASES), n=1)
+    raise BabelevalError(f"{spec}: no such file, folder, alias ({', '.join(ALIASES)}) or hub id"
+                         + (f" (did you mean {close[0]}?)" if close else ""))
 
 
 def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str | None = None,

@@ -79,6 +79,12 @@ class MultipleChoice:
         empty = [i + 1 for i, o in enumerate(options) if not o.strip()]
         if empty:
             raise BabelevalError(f"{doc.origin}: choice {empty[0]} of {len(options)} is empty")
+        first = {}
+        for i, o in enumerate(options):
+            if o.strip() in first:
+                raise BabelevalError(f"{doc.origin}: choices {first[o.strip()] + 1} and {i + 1} are the same text "
+                                     f"{o.strip()!r} (duplicate choices make the answer ambiguous)")
+            first[o.strip()] = i
         gold = gold_index(evaluate(self.variant.target, ctx, "target", doc.origin), options, self._labels(len(options)),
                           doc.origin)
         return options, gold

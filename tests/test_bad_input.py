@@ -1,0 +1,132 @@
+"""Every bad input the README's troubleshooting lists: one line naming the file, line and
+field (or the option), exit code 2, no traceback, and no results.json written."""
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from babeleval.cli.main import cli
+
+TASK = """name: mine
+kind: multiple_choice
+data: {{path: {data}}}
+prompt: "{prompt}"
+choices: [a, b, c]
+target: answer
+{extra}"""
+ROW = {"id": "1", "question": "Which day follows Monday?", "a": "Tuesday", "b": "Friday", "c": "Sunday", "answer": 0}
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["run", "--quiet", *map(str, args)])
+
+
+def task_file(tmp_path, rows, prompt="{{ question }}", extra="", name="rows.jsonl", raw=None) -> Path:
+    data = tmp_path / name
+    if raw is not None:
+        data.write_bytes(raw)
+    else:
+        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    path = tmp_path / "mine.yaml"
+    path.write_text(TASK.format(data=data, prompt=prompt, extra=extra), encoding="utf-8")
+    return path
+
+
+def refused(result, *messages):
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in result.output and len(errors) == 1 and result.output.strip().endswith(errors[0]), \
+        result.output  # progress lines ("loading ...") may come before it
+    for message in messages:
+        assert message in result.output, result.output
+
+
+CASES = {
+    "missing field": ([{k: v for k, v in ROW.items() if k != "b"}], {}, ["rows.jsonl:1", "'b'"]),
+    "unknown answer label": ([{**ROW, "answer": "Z"}], {}, ["rows.jsonl:1", "'Z' is not an option"]),
+    "empty choice": ([{**ROW, "b": ""}], {}, ["rows.jsonl:1", "choice 2 of 3 is empty"]),
+    "duplicate choices": ([{**ROW, "c": "Tuesday"}], {}, ["rows.jsonl:1", "duplicate", "Tuesday"]),
+    "duplicate ids": ([ROW, ROW], {}, ["rows.jsonl:2", "duplicate document id '1'", "rows.jsonl:1"]),
+    "template names a missing field": ([ROW], {"prompt": "{{ question }} {{ hint }}"}, ["rows.jsonl:1", "hint"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_rows(tmp_path, case):
+    rows, kw, messages = CASES[case]
+    refused(run("--task", task_file(tmp_path, rows, **kw), "--output", tmp_path / "out"), *messages)
+    assert not (tmp_path / "out").exists()
+
+
+def test_not_utf8_and_malformed_csv(tmp_path):
+    raw = (json.dumps(ROW) + "\n" + json.dumps({**ROW, "id": "2"})[:-2]).encode() + b"\xe9\"}\n"
+    refused(run("--task", task_file(tmp_path, [], raw=raw), "--output", tmp_path / "out"),
+            "rows.jsonl:2: not UTF-8 (byte 0xe9)")
+    csv = b"id,question,a,b,c,answer\n1,Which?,x,y,z,0\n2,Which?,x,y\n"
+    refused(run("--task", task_file(tmp_path, [], raw=csv, name="rows.csv"), "--output", tmp_path / "out"),
+            "rows.csv:3: 4 fields, the header has 6")
+
+
+def test_unknown_names_suggest_close_matches(tmp_path):
+    refused(run("--task", "xcopa-ordres", "--output", tmp_path / "out"), "unknown task 'xcopa-ordres'", "xcopa-orders")
+    refused(run("--task", "xcopa:swx", "--output", tmp_path / "out"), "swx", "sw")
+    refused(run("--model", "smollm2-135", "--task", "cldr-weekdays:fr", "--output", tmp_path / "out"),
+            "smollm2-135", "smollm2-135m")
+    refused(run("--task", task_file(tmp_path, [ROW], extra="metrics: [acc, acc_nrom]\n"), "--output", tmp_path / "out"),
+            "acc_nrom", "acc_norm")
+
+
+def test_bad_options(tmp_path):
+    for args, message in ((["--batch-size", "x"], "'x': expected 'auto' or a whole number >= 1"),
+                          (["--batch-size", "0"], "'0': expected 'auto' or a whole number >= 1"),
+                          (["--limit", "-1"], "-1 is not in the range x>=1"),
+                          (["--fewshot", "-2"], "-2 is not in the range x>=0"),
+                          (["--choice-orders", "orginal"], "orginal")):
+        result = run(*args, "--task", "cldr-weekdays:fr", "--output", tmp_path / "out")
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_corrupt_and_partial_model_files(tmp_path):
+    from babeleval.loading import DEFAULT_MODEL, resolve
+
+    gguf = Path(resolve(DEFAULT_MODEL))
+    partial = tmp_path / "partial.gguf"
+    with gguf.open("rb") as src:
+        partial.write_bytes(src.read(gguf.stat().st_size // 3))
+    garbage = tmp_path / "garbage.gguf"
+    garbage.write_bytes(b"not a gguf file at all" * 100)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": 64')
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "babeleval.json").write_text("{}")
+    for path, message in ((partial, "partial.gguf"), (garbage, "garbage.gguf"), (folder, "config.json"),
+                          (checkpoint, "ckpt")):
+        refused(run("--model", path, "--task", "cldr-weekdays:fr", "--output", tmp_path / "out"), message)
+        result = CliRunner().invoke(cli, ["info", str(path)])
+        refused(result, message)
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_unwritable_output_folder(tmp_path):
+    locked = Path("/proc/babeleval-run")  # no one may create a folder there, root included
+    refused(run("--task", "cldr-weekdays:fr", "--output", locked), "/proc/babeleval-run: cannot create the output folder")
+
+
+def test_output_that_is_a_file_or_full_disk(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    refused(run("--task", "cldr-weekdays:fr", "--output", blocker / "run"), "cannot create the output folder")
+    import babeleval.results as results
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(results.os, "fsync", full)  # the disk fills while results.json is written
+    out = tmp_path / "out"
+    refused(run("--task", "cldr-weekdays:fr", "--output", out), "results.json", "No space left on device")
+    assert not (out / "results.json").exists() and not list(out.glob(".results.json*"))
+    assert len((out / "samples_cldr-weekdays.jsonl").read_text().splitlines()) == 7  # the work is kept
