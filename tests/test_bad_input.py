@@ -130,3 +130,43 @@ def test_output_that_is_a_file_or_full_disk(tmp_path, monkeypatch):
     refused(run("--task", "cldr-weekdays:fr", "--output", out), "results.json", "No space left on device")
     assert not (out / "results.json").exists() and not list(out.glob(".results.json*"))
     assert len((out / "samples_cldr-weekdays.jsonl").read_text().splitlines()) == 7  # the work is kept
+
+
+def byte_model(folder: Path) -> Path:
+    """A random byte-level GPT of 64 positions (a 100-character question does not fit)."""
+    import jax
+    import jax.numpy as jnp
+
+    from babeleval.loading import LoadedModel
+    from babeleval.loading.tokenizer import ByteTokenizer
+    from babeleval.models import init_params
+    from babeleval.models.bytelm import bytelm_config
+
+    config = bytelm_config(layers=1, hidden=32, context=64)
+    return LoadedModel(config, init_params(config, jax.random.PRNGKey(0)), ByteTokenizer(), jnp.float32, "tiny").save(folder)
+
+
+def test_prompts_longer_than_the_model_are_cut_counted_and_warned_once(tmp_path):
+    long = "Which day follows Monday, and which one follows Friday in the calendar of the week? " * 2  # 168 bytes
+    rows = [{**ROW, "id": "1", "question": long}, {**ROW, "id": "2", "question": long + "again"}, {**ROW, "id": "3"}]
+    out = tmp_path / "out"
+    result = run("--model", byte_model(tmp_path / "tiny"), "--task", task_file(tmp_path, rows), "--output", out)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "longer than 64 tokens" in warnings[0] and "cut from the left" in warnings[0]
+    summary = json.loads((out / "results.json").read_text())
+    assert summary["engine"]["scoring"]["truncated"] == 6  # 2 documents x 3 options
+    assert summary["tasks"]["mine"]["truncated"] == 6 and summary["tasks"]["mine"]["metrics"]["n"] == 3
+    log = (out / "run.log").read_text()
+    assert "longer than 64 tokens" in log and "task mine: acc" in log and "wrote " in log
+
+
+def test_generation_prompts_are_cut_from_the_left_and_counted(tmp_path):
+    from babeleval.engine.generate import Generator
+    from babeleval.loading import load_model
+
+    generator = Generator(load_model(str(byte_model(tmp_path / "tiny"))))
+    text = "".join(f"{i:03d} " for i in range(40))  # 160 bytes
+    kept = generator.prompt_tokens(text, 8)
+    assert len(kept) == 64 - 8 and generator.model.tokenizer.decode(kept[-4:]) == "039 "  # the end is kept
+    assert generator.stats.truncated == 1

@@ -67,6 +67,10 @@ class Engines:
             return engine.generate_results(requests, progress)
         return engine.embed([r.prefix + r.text for r in requests], progress)
 
+    def truncated(self) -> int:
+        """Requests cut to fit the model's length so far (scoring contexts, generation prompts)."""
+        return sum(getattr(getattr(e, "stats", None), "truncated", 0) for e in self.built.values())
+
     def stats(self) -> dict:
         if getattr(self.model, "remote", False):
             s = self.model.stats
@@ -78,10 +82,10 @@ class Engines:
             if kind is Loglikelihood:
                 out["scoring"] = {"requests": s.requests, "questions": s.questions, "lines": s.lines,
                                   "tokens_computed": s.tokens_computed, "tokens_padded": s.tokens_padded,
-                                  "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
+                                  "truncated": s.truncated, "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             elif kind is Generate:
                 out["generation"] = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
-                                     "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
+                                     "truncated": s.truncated, "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             else:
                 s = engine.stats
                 out["embedding"] = {"texts": s.computed + s.from_cache, "computed": s.computed,

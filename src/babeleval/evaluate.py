@@ -21,6 +21,7 @@ from pathlib import Path
 from .engines import Engines, is_embedder
 from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
+from .runlog import RunLog
 from .results import SCHEMA_VERSION, cannot_write, summarise, write_json_atomic
 from .tasks.bitext import Bitext
 from .tasks.config import TaskConfig, Variant
@@ -114,21 +115,26 @@ def _append(sink, path: Path, lines: list[str]) -> None:
 
 
 class _DocumentBar:
-    """Turns the engine's progress (requests answered) into documents on the run's bar."""
+    """Turns the engine's progress (requests answered) into documents on the run's bar (a
+    tqdm bar, or None), with the requests per second of this run beside it."""
 
-    def __init__(self, progress, documents: int, requests: int):
-        self.progress, self.documents, self.requests, self.answered, self.shown = progress, documents, requests, 0, 0
+    def __init__(self, bar, documents: int, requests: int, started: float, answered_before: list):
+        self.bar, self.documents, self.requests, self.answered, self.shown = bar, documents, requests, 0, 0
+        self.started, self.total = started, answered_before  # [requests answered earlier in the task]
 
     def requests_done(self, n: int) -> None:
         self.answered += n
+        self.total[0] += n
         self._show(min(self.documents, self.answered * self.documents // max(self.requests, 1)))
 
     def finish(self) -> None:
         self._show(self.documents)
 
     def _show(self, documents: int) -> None:
-        if self.progress and documents > self.shown:
-            self.progress(documents - self.shown)
+        if self.bar is not None and documents > self.shown:
+            rate = self.total[0] / max(time.time() - self.started, 1e-9)
+            self.bar.set_postfix_str(f"{rate:.1f} req/s", refresh=False)
+            self.bar.update(documents - self.shown)
             self.shown = documents
 
 
@@ -154,20 +160,24 @@ def _chunks(units: list[Unit], todo: dict[str, list]):
         yield piece
 
 
-def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path, progress=None) -> dict:
+def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path, bar=None, log=None) -> dict:
+    """bar: a tqdm bar (documents) or None; log: the run's RunLog (or None)."""
+    log = log or (lambda message: None)
     samples = output / f"samples_{task.name}.jsonl"
     done = _read_samples(samples, {u.variant.key: u.variant for u in units})
     todo = {u.variant.key: [item for item in u.items if (u.variant.key, item.id) not in done] for u in units}
     resumed = sum(len(u.items) - len(todo[u.variant.key]) for u in units)
-    if progress and resumed:
-        progress(resumed)
-    start = time.time()
+    if bar is not None and resumed:
+        bar.update(resumed)
+    log(f"task {task.name}: {sum(len(u.items) for u in units)} documents in {len(units)} variants"
+        + (f", {resumed} already in {samples.name}" if resumed else ""))
+    start, answered, truncated_before = time.time(), [0], engines.truncated()
     with samples.open("a", encoding="utf-8") as sink:
         for piece in _chunks(units, todo):
             requests = [unit.kind.requests(items) for unit, items in piece]
             flat = [r for rs in requests for r in rs]
-            bar = _DocumentBar(progress, sum(len(items) for _, items in piece), len(flat))
-            answers = engines.answer(flat, bar.requests_done if progress else None)
+            shown = _DocumentBar(bar, sum(len(items) for _, items in piece), len(flat), start, answered)
+            answers = engines.answer(flat, shown.requests_done)
             offset, lines = 0, []
             for (unit, items), rs in zip(piece, requests):
                 v = unit.variant
@@ -177,7 +187,7 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
                     done[(v.key, record["id"])] = record
                 offset += len(rs)
             _append(sink, samples, lines)
-            bar.finish()
+            shown.finish()
     records = [done[(u.variant.key, item.id)] for u in units for item in u.items]
     aggregate = units[0].kind.aggregate if units else (lambda rs: {"n": 0})
     summary = summarise(records, aggregate, task.main_metric, task.axes, task.breakdown, task.axis_groups)
@@ -187,7 +197,7 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
             "signature": task.signature, "source": task.source, "license": task.license,
             "languages": {s: m for s, m in task.subsets.items()}, "main_metric": task.main_metric,
             **summary, "metric_signatures": metric_signatures, **({"search": search} if search else {}),
-            "seconds": round(time.time() - start, 2), "resumed": resumed}
+            "seconds": round(time.time() - start, 2), "resumed": resumed, "truncated": engines.truncated() - truncated_before}
 
 
 def _model_summary(model) -> dict:
@@ -212,8 +222,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
-    started = time.time()
-    embedded_before = auxiliary_stats()
+    started, embedded_before = time.time(), auxiliary_stats()  # retrievers embed while tasks are prepared
     configs = [c for t in tasks for c in ([t] if isinstance(t, TaskConfig) else find_tasks(t, task_dirs, overrides))]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
@@ -224,6 +233,21 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BabelevalError(f"{output}: cannot create the output folder ({exc.strerror})") from None
+    runlog = RunLog(output, log)
+    runlog.info(f"babeleval run: {' '.join(sys.argv)}; tasks {', '.join(names)}; output {output}")
+    try:
+        return _run(model, configs, prepared, output, runlog, started=started, embedded_before=embedded_before,
+                    limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=progress,
+                    compile_cache=compile_cache, overrides=overrides)
+    except BaseException as exc:
+        runlog.info(f"stopped: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        runlog.close()
+
+
+def _run(model, configs, prepared, output: Path, log, *, started, embedded_before, limit, sample, dtype, batch_size,
+         progress, compile_cache, overrides) -> dict:
     remote = getattr(model, "remote", False)
     if not remote:
         from . import engine  # noqa: F401  (JAX gets its CPU devices before the model is loaded)
@@ -246,9 +270,12 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
             from tqdm import tqdm
 
             with tqdm(total=total, desc=config.name, unit="doc", file=sys.stderr) as bar:
-                task_results[config.name] = run_task(engines, config, units, output, bar.update)
+                task_results[config.name] = run_task(engines, config, units, output, bar, log.info)
         else:
-            task_results[config.name] = run_task(engines, config, units, output)
+            task_results[config.name] = run_task(engines, config, units, output, None, log.info)
+        result = task_results[config.name]
+        log.info(f"task {config.name}: {result['main_metric']} {result['main_score']} over {result['metrics'].get('n')} "
+                 f"records in {result['seconds']} s ({result['resumed']} resumed, {result['truncated']} truncated)")
     from . import __version__
     from .provenance import run_provenance
 
@@ -257,4 +284,5 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
                "overrides": overrides, "tasks": task_results,
                "engine": {**engines.stats(), **({"other_embedders": other} if (other := auxiliary_stats(embedded_before)) else {})}}
     write_json_atomic(output / "results.json", summary)
+    log.info(f"wrote {output / 'results.json'}")
     return summary

@@ -17,6 +17,10 @@ def enable_compilation_cache(folder: Path | None = None, min_seconds: float = 1.
         folder = cache_dir() / "jax"
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    if jax.config.jax_compilation_cache_dir not in (None, str(folder)):
+        from jax._src import compilation_cache  # the cache opened its first folder once: open the new one
+
+        compilation_cache.reset_cache()
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
     return folder

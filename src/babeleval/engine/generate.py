@@ -22,6 +22,7 @@ import numpy as np
 
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
+from ..runlog import warn_once
 from .buckets import CompileCounter, length_batches, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
 from ..requests import Generate, GenerateResult, cut_at_stop
@@ -122,6 +123,7 @@ class GenerationStats:
     requests: int = 0
     new_tokens: int = 0
     prompt_tokens: int = 0
+    truncated: int = 0  # prompts cut from the left to fit max_length with the new tokens
     seconds: float = 0.0
     compiles: CompileCounter = None
 
@@ -147,6 +149,11 @@ class Generator:
         tok = self.model.tokenizer
         ids = tok.encode(context)
         keep = self.max_length - max_new - len(tok.prefix)
+        if len(ids) > keep:
+            self.stats.truncated += 1
+            warn_once(self, "truncated", f"a prompt of {len(ids)} tokens does not fit {self.max_length} tokens with "
+                      f"{max_new} new ones: prompts are cut from the left; results.json counts them "
+                      "(engine.generation.truncated, and per task)")
         return tok.prefix + ids[max(0, len(ids) - keep):]
 
     def generate(self, requests: list[Generate], progress=None) -> list[str]:

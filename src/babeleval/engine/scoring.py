@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models import build_module
+from ..runlog import warn_once
 from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import score_positions
@@ -77,6 +78,7 @@ class ScoringStats:
     lines: int = 0  # model rows run, each holding one or more questions
     tokens_computed: int = 0  # real (unpadded) tokens run through the model
     tokens_padded: int = 0  # tokens in the padded batches
+    truncated: int = 0  # requests longer than max_length: context cut from the left
     seconds: float = 0.0
     compiles: CompileCounter = field(default_factory=CompileCounter)
 
@@ -186,6 +188,12 @@ class Scorer:
     def loglikelihood(self, requests: list[Loglikelihood], progress=None) -> list[LoglikelihoodResult]:
         start = time.time()
         pairs = split_pairs(self.model.tokenizer, [(r.context, r.continuation) for r in requests])
+        cut = sum(1 for context, continuation in pairs if continuation and len(context) + len(continuation) > self.max_length)
+        if cut:
+            self.stats.truncated += cut
+            warn_once(self, "truncated", f"{cut} of {len(pairs)} scoring requests are longer than {self.max_length} tokens "
+                      "(the model's limit): their contexts are cut from the left; results.json counts them "
+                      "(engine.scoring.truncated, and per task)")
         rows = pack_rows(pairs, self.max_length)
         rows = [rows[i] for i in split_for_process(len(rows))]
         logprob = np.zeros(len(requests), np.float64)
