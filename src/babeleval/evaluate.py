@@ -200,6 +200,12 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
             "seconds": round(time.time() - start, 2), "resumed": resumed, "truncated": engines.truncated() - truncated_before}
 
 
+def _devices() -> dict:
+    from .engine.devices import describe
+
+    return describe()
+
+
 def _model_summary(model) -> dict:
     import numpy as np
 
@@ -233,6 +239,8 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BabelevalError(f"{output}: cannot create the output folder ({exc.strerror})") from None
+    for config, units in zip(configs, prepared):  # a samples file of other templates is refused before the model loads
+        _read_samples(output / f"samples_{config.name}.jsonl", {u.variant.key: u.variant for u in units})
     runlog = RunLog(output, log)
     runlog.info(f"babeleval run: {' '.join(sys.argv)}; tasks {', '.join(names)}; output {output}")
     try:
@@ -281,7 +289,7 @@ def _run(model, configs, prepared, output: Path, log, *, started, embedded_befor
 
     summary = {"schema_version": SCHEMA_VERSION, "babeleval": __version__, **run_provenance(),
                "seconds": round(time.time() - started, 2), "model": _model_summary(model), "limit": limit, "sample": sample,
-               "overrides": overrides, "tasks": task_results,
+               "overrides": overrides, "devices": None if remote else _devices(), "tasks": task_results,
                "engine": {**engines.stats(), **({"other_embedders": other} if (other := auxiliary_stats(embedded_before)) else {})}}
     write_json_atomic(output / "results.json", summary)
     log.info(f"wrote {output / 'results.json'}")

@@ -96,3 +96,10 @@ def texts_from_all_processes(texts: list[str]) -> list[str]:
         buffer[i, :len(e)] = np.frombuffer(e, np.uint8)
     buffer = sum_over_processes(buffer)
     return [bytes(buffer[i, :lengths[i]]).decode("utf-8") for i in range(len(texts))]
+
+
+def describe() -> dict:
+    """What results.json records about where it ran."""
+    device = jax.local_devices()[0]
+    return {"platform": device.platform, "kind": device.device_kind, "local_devices": num_devices(),
+            "processes": jax.process_count(), "process_index": jax.process_index()}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BabelevalError
+from .means import mean_and_stderr
 
 NAMES = ("exact_match", "squad", "squad_multilingual", "chrf", "chrf++", "bleu", "ter", "rouge_l")
 
@@ -112,9 +113,7 @@ class GenerationMetric:
                     f"{self.name}_ci95": spread["ci95"]}
         out = {}
         for key, values in self.per_sample(predictions, references).items():
-            values = np.asarray(values, float)
-            out[key] = float(values.mean()) if len(values) else float("nan")
-            out[f"{key}_stderr"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+            out.update(mean_and_stderr(key, values))
         return out
 
     def _statistics(self, predictions: list[str], streams: list[list[str]]):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BabelevalError
+from ..metrics.means import mean_and_stderr
 from ..retrieval.exact import exact_search
 from ..retrieval.metrics import prediction_at_k, weighted_f1, xsim_predictions
 from .config import Variant
@@ -83,15 +84,15 @@ class Bitext:
         gold = np.array([r["gold"] for r in records])
         label = lambda idx: np.char.add(np.char.add(keys, "|"), idx.astype(str))  # noqa: E731
         out = {"f1": weighted_f1(label(gold), label(np.array([r["prediction"] for r in records]))),
-               "accuracy": float(np.mean([r["accuracy"] for r in records]))}
+               **mean_and_stderr("accuracy", [r["accuracy"] for r in records])}
         width = min(len(r["nearest"]) for r in records)
         near = np.array([r["nearest"][:width] for r in records])
         for k in self.variant.ks:
             predicted = prediction_at_k(near, gold, k)
-            out[f"accuracy@{k}"] = float(np.mean(predicted == gold))
+            out.update(mean_and_stderr(f"accuracy@{k}", predicted == gold))
             out[f"f1@{k}"] = weighted_f1(label(gold), label(predicted))
         if all(r.get("xsim_prediction") is not None for r in records):
-            out["xsim_error"] = float(np.mean([r["xsim_prediction"] != r["gold"] for r in records]))
+            out.update(mean_and_stderr("xsim_error", [r["xsim_prediction"] != r["gold"] for r in records]))
         out["n"] = len(records)
         return out
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BabelevalError
+from ..metrics.means import mean_and_stderr
 from ..retrieval.metrics import macro_f1, vote
 from .config import Variant
 from .documents import Document, context_of
@@ -87,7 +88,7 @@ class NearestNeighbourClassification:
         for name in [f"prediction@{k}" for k in self.variant.ks] + ["majority", "random"]:
             predicted = np.array([r[name] for r in records])
             stem = name.replace("prediction", "")
-            out[f"accuracy{stem}" if "@" in stem else f"{name}_accuracy"] = float(np.mean(predicted == gold))
+            out.update(mean_and_stderr(f"accuracy{stem}" if "@" in stem else f"{name}_accuracy", predicted == gold))
             out[f"macro_f1{stem}" if "@" in stem else f"{name}_macro_f1"] = macro_f1(gold, predicted)
         out["n"] = len(records)
         return out

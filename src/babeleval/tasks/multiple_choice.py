@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BabelevalError
+from ..metrics.means import mean_and_stderr
 from ..requests import Generate, GenerateResult, Loglikelihood, LoglikelihoodResult
 from .config import LETTERS, Variant
 from .documents import Document, context_of, demonstration_table, demonstrations, fields_for_breakdown, with_shots
@@ -184,8 +185,6 @@ def mean_metrics(records: list[dict], names) -> dict:
     """Mean of per-record 0/1 (or 0..100) scores with the standard error of the mean."""
     out = {}
     for name in names:
-        values = np.array([r[name] for r in records], float)
-        out[name] = float(values.mean()) if len(values) else float("nan")
-        out[f"{name}_stderr"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+        out.update(mean_and_stderr(name, [r[name] for r in records]))
     out["n"] = len(records)
     return out
