@@ -1,6 +1,7 @@
 """Every bad input the README's troubleshooting lists: one line naming the file, line and
 field (or the option), exit code 2, no traceback, and no results.json written."""
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,9 @@ def test_not_utf8_and_malformed_csv(tmp_path):
 
 def test_unknown_names_suggest_close_matches(tmp_path):
     refused(run("--task", "xcopa-ordres", "--output", tmp_path / "out"), "unknown task 'xcopa-ordres'", "xcopa-orders")
-    refused(run("--task", "xcopa:swx", "--output", tmp_path / "out"), "swx", "sw")
+    refused(run("--task", "xcopa:swx", "--output", tmp_path / "out"), "unknown subset 'swx' (did you mean sw?)")
     refused(run("--model", "smollm2-135", "--task", "cldr-weekdays:fr", "--output", tmp_path / "out"),
-            "smollm2-135", "smollm2-135m")
+            "smollm2-135: no such file", "(did you mean smollm2-135m?)")
     refused(run("--task", task_file(tmp_path, [ROW], extra="metrics: [acc, acc_nrom]\n"), "--output", tmp_path / "out"),
             "acc_nrom", "acc_norm")
 
@@ -100,11 +101,14 @@ def test_corrupt_and_partial_model_files(tmp_path):
     folder = tmp_path / "hf"
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": 64')
-    checkpoint = tmp_path / "ckpt"
-    checkpoint.mkdir()
-    (checkpoint / "babeleval.json").write_text("{}")
-    for path, message in ((partial, "partial.gguf"), (garbage, "garbage.gguf"), (folder, "config.json"),
-                          (checkpoint, "ckpt")):
+    cut = byte_model(tmp_path / "cut")  # a babeleval checkpoint with one parameter file cut short
+    data_file = max((f for f in (cut / "params").rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
+    data_file.write_bytes(data_file.read_bytes()[:100])
+    missing = byte_model(tmp_path / "missing")  # and one copied without its data files
+    shutil.rmtree(next((missing / "params").glob("ocdbt.process_*")))
+    for path, message in ((partial, "partial.gguf: not a readable GGUF file"), (garbage, "garbage.gguf"),
+                          (folder, "config.json:1: invalid JSON"), (cut, "cut: a corrupt babeleval checkpoint"),
+                          (missing, "missing: a partial babeleval checkpoint")):
         refused(run("--model", path, "--task", "cldr-weekdays:fr", "--output", tmp_path / "out"), message)
         result = CliRunner().invoke(cli, ["info", str(path)])
         refused(result, message)

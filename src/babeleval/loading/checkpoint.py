@@ -2,16 +2,19 @@
 (the config) and a tokenizer folder. Restoring skips name mapping and dequantisation."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import jax.numpy as jnp
 
+from ..errors import BabelevalError
 from ..models import abstract_params
 from ..models.config import load_config, save_config
 from .tokenizer import load_tokenizer
 
 CONFIG = "babeleval.json"
+MANIFEST = "files.json"  # parameter files and their sizes, written by save_checkpoint
 
 
 def is_checkpoint(path: Path) -> bool:
@@ -30,7 +33,24 @@ def save_checkpoint(model, folder: Path, overwrite: bool = True) -> Path:
     checkpointer.wait_until_finished()
     save_config(model.config, folder / CONFIG)
     model.tokenizer.save(folder / "tokenizer")
+    sizes = {str(f.relative_to(folder)): f.stat().st_size for f in sorted((folder / "params").rglob("*")) if f.is_file()}
+    (folder / MANIFEST).write_text(json.dumps(sizes, indent=0))
     return folder
+
+
+def check_complete(folder: Path) -> None:
+    """Every parameter file the save wrote, at its size: a partial copy or a cut download is
+    named here in one line, before orbax reads it (its errors come from worker threads)."""
+    manifest = folder / MANIFEST
+    if not manifest.exists():
+        return  # written before manifests: orbax's own checks only
+    for name, size in json.loads(manifest.read_text()).items():
+        path = folder / name
+        if not path.is_file():
+            raise BabelevalError(f"{folder}: a partial babeleval checkpoint ({name} is missing); copy or convert it again")
+        if path.stat().st_size != size:
+            raise BabelevalError(f"{folder}: a corrupt babeleval checkpoint ({name} has {path.stat().st_size} bytes, "
+                                 f"{size} were written); copy or convert it again")
 
 
 def restore_params(folder: Path, dtype=jnp.float32):
@@ -38,5 +58,11 @@ def restore_params(folder: Path, dtype=jnp.float32):
 
     folder = Path(folder).absolute()
     config = load_config(folder / CONFIG)
-    params = ocp.StandardCheckpointer().restore(folder / "params", abstract_params(config, dtype))
+    check_complete(folder)
+    try:
+        params = ocp.StandardCheckpointer().restore(folder / "params", abstract_params(config, dtype))
+    except Exception as exc:  # noqa: BLE001  (orbax raises plain Exceptions for unreadable arrays)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BabelevalError(f"{folder}: a corrupt or partial babeleval checkpoint ({first[:200]}); "
+                             "copy or convert it again") from None
     return config, params, load_tokenizer(folder / "tokenizer")
