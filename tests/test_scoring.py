@@ -122,3 +122,20 @@ def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines():
         assert all(sum(r.length for r in line) <= length for line in batch)
     wasted = sum(padded_rows(len(b), 1) - len(b) for _, b in batches[:-1])
     assert wasted == 0  # only the very last batch may carry empty rows
+
+
+def test_identical_requests_are_computed_once(xcopa_unit, xcopa_sw):
+    from babeleval.requests import Loglikelihood
+
+    model = ours("smollm2-135m")
+    requests = xcopa_unit.kind.requests(xcopa_sw[:6])
+    unconditional = [Loglikelihood("", r.continuation) for r in requests]  # acc_mutual_info's second half
+    repeated = requests + requests[:4] + unconditional + unconditional
+    scorer = Scorer(model)
+    results = scorer.loglikelihood(repeated)
+    alone = Scorer(model).loglikelihood(requests + unconditional)
+    n = len(requests)
+    assert [r.logprob for r in results[:n]] == [r.logprob for r in alone[:n]]
+    assert [r.logprob for r in results[n:n + 4]] == [r.logprob for r in alone[:4]]
+    assert [r.logprob for r in results[n + 4:]] == [r.logprob for r in alone[n:]] * 2
+    assert scorer.stats.requests == len(repeated) and scorer.stats.duplicates == 4 + len(unconditional)

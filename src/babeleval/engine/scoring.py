@@ -79,8 +79,18 @@ class ScoringStats:
     tokens_computed: int = 0  # real (unpadded) tokens run through the model
     tokens_padded: int = 0  # tokens in the padded batches
     truncated: int = 0  # requests longer than max_length: context cut from the left
+    duplicates: int = 0  # requests identical at token level to an earlier one of the call: not computed again
     seconds: float = 0.0
     compiles: CompileCounter = field(default_factory=CompileCounter)
+
+
+def unique_pairs(pairs: list[tuple[list[int], list[int]]]):
+    """Requests identical at token level are computed once: the unique pairs, and for every
+    request the index of its unique pair (mutual-information requests repeat each option's
+    unconditional form for every question; tasks built elsewhere repeat whole requests)."""
+    index: dict[tuple, int] = {}
+    first = np.array([index.setdefault((tuple(c), tuple(k)), len(index)) for c, k in pairs], np.int64)
+    return [(list(c), list(k)) for c, k in index], first
 
 
 def pack_rows(pairs: list[tuple[list[int], list[int]]], max_length: int) -> list[Row]:
@@ -194,16 +204,18 @@ class Scorer:
             warn_once(self, "truncated", f"{cut} of {len(pairs)} scoring requests are longer than {self.max_length} tokens "
                       "(the model's limit): their contexts are cut from the left; results.json counts them "
                       "(engine.scoring.truncated, and per task)")
-        rows = pack_rows(pairs, self.max_length)
+        unique, first = unique_pairs(pairs)
+        rows = pack_rows(unique, self.max_length)
         rows = [rows[i] for i in split_for_process(len(rows))]
-        logprob = np.zeros(len(requests), np.float64)
-        not_greedy = np.zeros(len(requests), np.int64)
+        logprob = np.zeros(len(unique), np.float64)
+        not_greedy = np.zeros(len(unique), np.int64)
         for length, batch in self._batches(fill_lines(rows, self.max_length)):
             self._run(batch, length, logprob, not_greedy)
             if progress:
                 progress(sum(len(r.options) for line in batch for r in line))
-        logprob, not_greedy = sum_over_processes(logprob), sum_over_processes(not_greedy)
+        logprob, not_greedy = sum_over_processes(logprob)[first], sum_over_processes(not_greedy)[first]
         self.stats.requests += len(requests)
+        self.stats.duplicates += len(pairs) - len(unique)
         self.stats.seconds += time.time() - start
         return [LoglikelihoodResult(float(lp), bool(ng == 0), len(cont))
                 for lp, ng, (_, cont) in zip(logprob, not_greedy, pairs)]
