@@ -99,6 +99,33 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
     click.echo(f"results: {output / 'results.json'}")
 
 
+@cli.command("bench")
+@click.option("--model", "model_spec", default=None, help="As for `run` (default: smollm2-135m).")
+@click.option("--task", "tasks", multiple=True, required=True, help="As for `run`; repeatable.")
+@click.option("--data", type=click.Path(path_type=Path), default=None)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Documents per subset.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
+@click.option("--batch-size", default="auto", show_default=True, callback=_batch_size)
+@click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the measurements as JSON here.")
+@friendly
+def bench_command(model_spec, tasks, data, limit, dtype, batch_size, output):
+    """Measure a task's speed before a full run: requests/s, compile time, tokens computed vs a
+    no-sharing engine, MFU against a measured matmul peak."""
+    from babeleval import engine  # noqa: F401
+    from babeleval.bench import bench, summary_lines
+    from babeleval.loading import DEFAULT_MODEL, load_model
+
+    model = load_model(model_spec or DEFAULT_MODEL, dtype=dtype)
+    result = bench(model, list(tasks), data, limit, batch_size)
+    if output:
+        from babeleval.results import write_json_atomic
+
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(output, result)
+    for line in summary_lines(result):
+        click.echo(line)
+
+
 @cli.command()
 @click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--output", type=click.Path(path_type=Path), default=Path("results/report"), show_default=True)

@@ -1,0 +1,111 @@
+"""`babeleval bench --model M --task T [--limit N]`: how fast a full run will be, measured
+on the task's own requests before it is started.
+
+The requests are answered twice by fresh engines: the first call includes compiling (or
+loading compiled programs from the cache), the second is the steady state. Reported: requests
+per second (steady), compile seconds (first minus second), the tokens the model computed
+against those a no-sharing engine computes (lm-eval's HF backend runs every request's context
++ continuation on its own; babeleval shares each question's context across its options and
+scores identical requests once), padding, and MFU = 2 x parameters x tokens computed /
+seconds / peak, the peak being one jitted 2048^3 matmul per local device at once, in the
+model's dtype, measured here (the best of 5, after one warm-up)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .errors import BabelevalError
+from .requests import Generate, Loglikelihood
+
+
+def matmul_peak(dtype, n: int = 2048, repeats: int = 5) -> float:
+    """FLOP/s of all local devices together: one n x n x n jitted matmul per device at once
+    (a batch sharded over the devices), best of `repeats` after a warm-up."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from .engine.devices import mesh, num_devices
+
+    devices = num_devices()
+    a = jax.device_put(jnp.ones((devices, n, n), dtype), NamedSharding(mesh(), PartitionSpec("data")))
+    f = jax.jit(lambda x: jnp.einsum("bij,bjk->bik", x, x))
+    f(a).block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f(a).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 2 * devices * n ** 3 / best
+
+
+def _timed(make_engine, call):
+    engine = make_engine()
+    start = time.perf_counter()
+    call(engine)
+    return engine, time.perf_counter() - start
+
+
+def bench(model, tasks: list[str], data: Path | None = None, limit: int | None = 20, batch_size: int | None = None) -> dict:
+    """model: a LoadedModel. Returns the measurements (see the module docstring)."""
+    from .engine.devices import describe
+    from .engine.generate import Generator
+    from .engine.scoring import Scorer
+    from .engine.tokenize import split_pairs
+    from .evaluate import prepare_task
+    from .tasks.files import find_tasks
+
+    units = [u for t in tasks for c in find_tasks(t) for u in prepare_task(c, data, limit)]
+    requests = [r for u in units for r in u.kind.requests(u.items)]
+    if not requests:
+        raise BabelevalError(f"{', '.join(tasks)}: no documents to measure")
+    scoring = [r for r in requests if isinstance(r, Loglikelihood)]
+    generating = [r for r in requests if isinstance(r, Generate)]
+    if not scoring and not generating:
+        raise BabelevalError(f"{', '.join(tasks)}: bench measures scoring and generation tasks (this one embeds)")
+    peak = matmul_peak(model.dtype)
+    out = {"model": model.source, "params": model.num_params, "devices": describe(), "documents": sum(len(u.items) for u in units),
+           "peak_flops": peak, "peak_measured_by": "a jitted 2048^3 matmul per device at once, model dtype, best of 5"}
+    if scoring:
+        make = lambda: Scorer(model, batch_size=batch_size)  # noqa: E731
+        _, cold = _timed(make, lambda e: e.loglikelihood(scoring))
+        engine, warm = _timed(make, lambda e: e.loglikelihood(scoring))
+        s = engine.stats
+        alone = sum(len(c) + len(k) for c, k in split_pairs(model.tokenizer, [(r.context, r.continuation) for r in scoring]))
+        out["scoring"] = {"requests": len(scoring), "seconds_first_call": round(cold, 2), "seconds": round(warm, 2),
+                          "compile_seconds": round(max(cold - warm, 0.0), 2), "requests_per_second": len(scoring) / warm,
+                          "tokens_computed": s.tokens_computed, "tokens_without_sharing": alone,
+                          "sharing_saves": 1 - s.tokens_computed / alone, "tokens_padded": s.tokens_padded,
+                          "duplicates": s.duplicates, "tokens_per_second": s.tokens_computed / warm,
+                          "mfu": 2 * model.num_params * s.tokens_computed / warm / peak}
+    if generating:
+        make = lambda: Generator(model, batch_size=batch_size)  # noqa: E731
+        _, cold = _timed(make, lambda e: e.generate_results(generating))
+        engine, warm = _timed(make, lambda e: e.generate_results(generating))
+        s = engine.stats
+        tokens = s.prompt_tokens + s.new_tokens
+        out["generation"] = {"requests": len(generating), "seconds_first_call": round(cold, 2), "seconds": round(warm, 2),
+                             "compile_seconds": round(max(cold - warm, 0.0), 2),
+                             "requests_per_second": len(generating) / warm, "prompt_tokens": s.prompt_tokens,
+                             "new_tokens": s.new_tokens, "new_tokens_per_second": s.new_tokens / warm,
+                             "mfu": 2 * model.num_params * tokens / warm / peak}
+    return out
+
+
+def summary_lines(result: dict) -> list[str]:
+    d = result["devices"]
+    lines = [f"{result['model']} ({result['params'] / 1e6:.1f}M parameters) on {d['local_devices']} {d['platform']} "
+             f"device(s); {result['documents']} documents; peak {result['peak_flops'] / 1e9:.1f} GFLOP/s "
+             f"({result['peak_measured_by']})"]
+    if "scoring" in result:
+        s = result["scoring"]
+        lines.append(f"scoring: {s['requests']} requests, {s['requests_per_second']:.1f} req/s, "
+                     f"{s['tokens_per_second']:.0f} tokens/s, compile {s['compile_seconds']:.1f} s, tokens computed "
+                     f"{s['tokens_computed']} vs {s['tokens_without_sharing']} without sharing "
+                     f"({100 * s['sharing_saves']:.0f}% saved), {s['duplicates']} duplicates, MFU {100 * s['mfu']:.1f}%")
+    if "generation" in result:
+        g = result["generation"]
+        lines.append(f"generation: {g['requests']} prompts, {g['requests_per_second']:.2f} prompts/s, "
+                     f"{g['new_tokens_per_second']:.1f} new tokens/s, compile {g['compile_seconds']:.1f} s, "
+                     f"MFU {100 * g['mfu']:.1f}%")
+    return lines

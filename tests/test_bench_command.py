@@ -1,0 +1,31 @@
+"""`babeleval bench`: the task's own requests, answered twice; the numbers are the engine's
+(requests, tokens computed) beside what a no-sharing engine computes, counted here again."""
+import json
+
+from click.testing import CliRunner
+
+from babeleval.cli.main import cli
+
+
+def test_bench_measures_scoring_and_generation(tmp_path, shared_data):
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(cli, ["bench", "--task", "cldr-weekdays:fr", "--task", "xquad-hi", "--limit", "3",
+                                      "--data", str(shared_data), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    bench = json.loads(out.read_text())
+    from babeleval.engine.tokenize import split_pairs
+    from babeleval.evaluate import prepare_task
+    from babeleval.loading import load_model
+    from babeleval.tasks.files import find_task
+
+    unit, = prepare_task(find_task("cldr-weekdays:fr"), None, 3)
+    requests = unit.kind.requests(unit.items)
+    pairs = split_pairs(load_model("smollm2-135m").tokenizer, [(r.context, r.continuation) for r in requests])
+    s = bench["scoring"]
+    assert s["requests"] == 21 and s["tokens_without_sharing"] == sum(len(c) + len(k) for c, k in pairs)
+    assert s["tokens_computed"] < s["tokens_without_sharing"]  # the 7 options of a question share its context
+    assert 0 < s["mfu"] < 1 and s["compile_seconds"] >= 0 and s["requests_per_second"] > 0
+    g = bench["generation"]
+    assert g["requests"] == 3 and g["new_tokens"] > 0 and 0 < g["mfu"] < 1
+    assert bench["documents"] == 6 and bench["peak_flops"] > 1e9
+    assert "scoring: 21 requests" in result.output and "generation: 3 prompts" in result.output
