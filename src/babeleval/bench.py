@@ -5,8 +5,8 @@ The requests are answered twice by fresh engines: the first call includes compil
 loading compiled programs from the cache), the second is the steady state. Reported: requests
 per second (steady), compile seconds (first minus second), the tokens the model computed
 against those a no-sharing engine computes (lm-eval's HF backend runs every request's context
-+ continuation on its own; babeleval shares each question's context across its options and
-scores identical requests once), padding, and MFU = 2 x parameters x tokens computed /
++ continuation on its own; babeleval shares each question's context across its options,
+computes a prefix many contexts share once and scores identical requests once), padding, and MFU = 2 x parameters x tokens computed /
 seconds / peak, the peak being one jitted 2048^3 matmul per local device at once, in the
 model's dtype, measured here (the best of 5, after one warm-up)."""
 from __future__ import annotations
@@ -76,7 +76,8 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
                           "compile_seconds": round(max(cold - warm, 0.0), 2), "requests_per_second": len(scoring) / warm,
                           "tokens_computed": s.tokens_computed, "tokens_without_sharing": alone,
                           "sharing_saves": 1 - s.tokens_computed / alone, "tokens_padded": s.tokens_padded,
-                          "duplicates": s.duplicates, "tokens_per_second": s.tokens_computed / warm,
+                          "duplicates": s.duplicates, "prefixes": s.prefixes, "prefix_tokens": s.prefix_tokens,
+                          "prefix_tokens_reused": s.prefix_tokens_reused, "tokens_per_second": s.tokens_computed / warm,
                           "mfu": 2 * model.num_params * s.tokens_computed / warm / peak}
     if generating:
         make = lambda: Generator(model, batch_size=batch_size)  # noqa: E731
@@ -102,7 +103,8 @@ def summary_lines(result: dict) -> list[str]:
         lines.append(f"scoring: {s['requests']} requests, {s['requests_per_second']:.1f} req/s, "
                      f"{s['tokens_per_second']:.0f} tokens/s, compile {s['compile_seconds']:.1f} s, tokens computed "
                      f"{s['tokens_computed']} vs {s['tokens_without_sharing']} without sharing "
-                     f"({100 * s['sharing_saves']:.0f}% saved), {s['duplicates']} duplicates, MFU {100 * s['mfu']:.1f}%")
+                     f"({100 * s['sharing_saves']:.0f}% saved; {s['prefixes']} shared prefixes reused for "
+                     f"{s['prefix_tokens_reused']} tokens), {s['duplicates']} duplicates, MFU {100 * s['mfu']:.1f}%")
     if "generation" in result:
         g = result["generation"]
         lines.append(f"generation: {g['requests']} prompts, {g['requests_per_second']:.2f} prompts/s, "

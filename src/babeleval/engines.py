@@ -82,11 +82,13 @@ class Engines:
             if kind is Loglikelihood:
                 out["scoring"] = {"requests": s.requests, "questions": s.questions, "lines": s.lines,
                                   "tokens_computed": s.tokens_computed, "tokens_padded": s.tokens_padded,
-                                  "truncated": s.truncated, "duplicates": s.duplicates,
+                                  "truncated": s.truncated, "duplicates": s.duplicates, "prefixes": s.prefixes,
+                                  "prefix_tokens": s.prefix_tokens, "prefix_tokens_reused": s.prefix_tokens_reused,
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             elif kind is Generate:
                 out["generation"] = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
-                                     "truncated": s.truncated, "duplicates": s.duplicates,
+                                     "truncated": s.truncated, "duplicates": s.duplicates, "prefixes": s.prefixes,
+                                  "prefix_tokens": s.prefix_tokens, "prefix_tokens_reused": s.prefix_tokens_reused,
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             else:
                 s = engine.stats

@@ -25,6 +25,7 @@ from ..runlog import warn_once
 from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import score_positions
+from .prefix import prefix_cache, shared_prefixes, with_prefix
 from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
 
@@ -59,6 +60,29 @@ def score_lines(params, tokens, positions, groups, segments, where, targets, cou
     return per_device(local)(params, tokens, positions, groups, segments, where, targets, count)
 
 
+def _score_after_prefix(params, cache, tokens, positions, groups, segments, where, targets, count, config, dtype):
+    """As _score_on_device, the rows continuing a cached prefix: positions start after it and
+    every real token also sees all of its keys."""
+    module = build_module(config, dtype)
+    b, length = tokens.shape
+    p = cache[0]["k"].shape[2]
+    band = jnp.broadcast_to((groups >= 0)[:, :, None], (b, length, p))
+    mask = jnp.concatenate([band, question_mask(groups, segments)], axis=2)
+    kv_positions = jnp.concatenate([jnp.broadcast_to(jnp.arange(p, dtype=positions.dtype), (b, p)), positions + p], axis=1)
+    hidden, _ = module.apply({"params": params}, tokens, positions + p, mask, cache=with_prefix(cache, b, length),
+                             cache_index=p, kv_positions=kv_positions)
+    logprob, greedy = score_positions(module, params, hidden.reshape(-1, hidden.shape[-1]), where[0], targets[0], count[0])
+    return logprob[None], greedy[None]
+
+
+@partial(jax.jit, static_argnames=("config", "dtype"))
+def score_lines_after_prefix(params, cache, tokens, positions, groups, segments, where, targets, count, config,
+                             dtype=jnp.float32):
+    """score_lines for rows that continue one cached prefix (cache: per layer k, v [1, Hkv, P, D])."""
+    local = partial(_score_after_prefix, config=config, dtype=dtype)
+    return per_device(local, replicated=2)(params, cache, tokens, positions, groups, segments, where, targets, count)
+
+
 @dataclass
 class Row:
     """One packed row: a context and the continuations that share it."""
@@ -80,6 +104,9 @@ class ScoringStats:
     tokens_padded: int = 0  # tokens in the padded batches
     truncated: int = 0  # requests longer than max_length: context cut from the left
     duplicates: int = 0  # requests identical at token level to an earlier one of the call: not computed again
+    prefixes: int = 0  # shared prefixes computed once (engine/prefix.py)
+    prefix_tokens: int = 0  # their tokens (counted in tokens_computed once each)
+    prefix_tokens_reused: int = 0  # prefix tokens rows did not compute again: what a no-cache engine adds
     seconds: float = 0.0
     compiles: CompileCounter = field(default_factory=CompileCounter)
 
@@ -93,10 +120,12 @@ def unique_pairs(pairs: list[tuple[list[int], list[int]]]):
     return [(list(c), list(k)) for c, k in index], first
 
 
-def pack_rows(pairs: list[tuple[list[int], list[int]]], max_length: int) -> list[Row]:
-    """Group requests by identical context tokens; split a group when its row would exceed max_length."""
+def pack_rows(pairs: list[tuple[list[int], list[int]]], max_length: int, owners: list[int] | None = None) -> list[Row]:
+    """Group requests by identical context tokens; split a group when its row would exceed
+    max_length. owners: the request index of each pair (default: its position)."""
     by_context: dict[tuple, list[Row]] = {}
-    for index, (context, continuation) in enumerate(pairs):
+    for k, (context, continuation) in enumerate(pairs):
+        index = k if owners is None else owners[k]
         if not continuation:
             continue
         continuation = continuation[-max_length:]
@@ -187,8 +216,11 @@ def _split_tail(batch: list, devices: int) -> list[list]:
 
 
 class Scorer:
-    def __init__(self, model, max_length: int | None = None, token_budget: int = 4096, batch_size: int | None = None):
+    def __init__(self, model, max_length: int | None = None, token_budget: int = 4096, batch_size: int | None = None,
+                 share_prefixes: bool = True):
+        """share_prefixes: compute long prefixes that many contexts share once (engine/prefix.py)."""
         self.model = model
+        self.share_prefixes = share_prefixes
         self.max_length = min(max_length or 2048, model.config.max_positions)
         self.token_budget = token_budget
         self.batch_size = batch_size
@@ -205,20 +237,43 @@ class Scorer:
                       "(the model's limit): their contexts are cut from the left; results.json counts them "
                       "(engine.scoring.truncated, and per task)")
         unique, first = unique_pairs(pairs)
-        rows = pack_rows(unique, self.max_length)
-        rows = [rows[i] for i in split_for_process(len(rows))]
         logprob = np.zeros(len(unique), np.float64)
         not_greedy = np.zeros(len(unique), np.int64)
-        for length, batch in self._batches(fill_lines(rows, self.max_length)):
-            self._run(batch, length, logprob, not_greedy)
-            if progress:
-                progress(sum(len(r.options) for line in batch for r in line))
+        for prefix, members in self._prefix_groups(unique):
+            cache = self._prefix_cache(prefix)
+            suffixes = [(unique[i][0][len(prefix):], unique[i][1]) for i in members]
+            room = self.max_length - len(prefix)
+            rows = pack_rows(suffixes, room, members)
+            rows = [rows[i] for i in split_for_process(len(rows))]
+            for length, batch in self._batches(fill_lines(rows, room)):
+                self.stats.prefix_tokens_reused += len(prefix) * sum(map(len, batch))
+                self._run(batch, length, logprob, not_greedy, cache)
+                if progress:
+                    progress(sum(len(r.options) for line in batch for r in line))
         logprob, not_greedy = sum_over_processes(logprob)[first], sum_over_processes(not_greedy)[first]
         self.stats.requests += len(requests)
         self.stats.duplicates += len(pairs) - len(unique)
         self.stats.seconds += time.time() - start
         return [LoglikelihoodResult(float(lp), bool(ng == 0), len(cont))
                 for lp, ng, (_, cont) in zip(logprob, not_greedy, pairs)]
+
+    def _prefix_groups(self, pairs):
+        """(prefix tokens, request indices): one group per shared prefix, then () for the rest."""
+        shared = shared_prefixes([c for c, _ in pairs]) if self.share_prefixes else {}
+        groups: dict[tuple, list[int]] = {}
+        for i, (context, _) in enumerate(pairs):
+            groups.setdefault(tuple(context[:shared[i]]) if i in shared else (), []).append(i)
+        return sorted(groups.items(), key=lambda g: -len(g[0]))
+
+    def _prefix_cache(self, prefix: tuple):
+        if not prefix:
+            return None
+        self.stats.prefixes += 1
+        self.stats.prefix_tokens += len(prefix)
+        self.stats.tokens_computed += len(prefix)
+        self.stats.compiles.see("prefix", len(prefix))
+        return replicate(prefix_cache(self.params, jnp.asarray([prefix], jnp.int32), config=self.model.config,
+                                      dtype=self.model.dtype))
 
     def _batches(self, lines: list[tuple[int, list[Row]]]):
         """(length, lines) batches, longest lines first (an out-of-memory shows at once). The
@@ -244,7 +299,7 @@ class Scorer:
                 for part in _split_tail(batch, num_devices()):
                     yield length, part
 
-    def _run(self, batch: list[list[Row]], length: int, logprob: np.ndarray, not_greedy: np.ndarray) -> None:
+    def _run(self, batch: list[list[Row]], length: int, logprob: np.ndarray, not_greedy: np.ndarray, prefix=None) -> None:
         devices = num_devices()
         rows = padded_rows(len(batch), devices)
         rows_per_device = rows // devices
@@ -267,13 +322,18 @@ class Scorer:
             targets[d, k: k + m] = arrays.targets
             owners[d] += arrays.owners
             count[d] += m
-        self.stats.compiles.see("score", rows, length)
         self.stats.lines += len(batch)
         self.stats.questions += sum(map(len, batch))
         self.stats.tokens_computed += sum(r.length for line in batch for r in line)
         self.stats.tokens_padded += rows * length
-        token_logp, greedy = score_lines(self.params, *shard_batch(tokens, positions, groups, segments, where, targets, count),
-                                         config=self.model.config, dtype=self.model.dtype)
+        arrays = shard_batch(tokens, positions, groups, segments, where, targets, count)
+        if prefix is None:
+            self.stats.compiles.see("score", rows, length)
+            token_logp, greedy = score_lines(self.params, *arrays, config=self.model.config, dtype=self.model.dtype)
+        else:
+            self.stats.compiles.see("score-after-prefix", rows, length, prefix[0]["k"].shape[2])
+            token_logp, greedy = score_lines_after_prefix(self.params, prefix, *arrays, config=self.model.config,
+                                                          dtype=self.model.dtype)
         token_logp, greedy = np.asarray(token_logp), np.asarray(greedy)
         for d in range(devices):
             np.add.at(logprob, owners[d], token_logp[d, :count[d]])

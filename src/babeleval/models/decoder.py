@@ -54,7 +54,8 @@ class Attention(nn.Module):
         if cfg.position == "alibi":
             bias = -jnp.asarray(alibi_slopes(cfg.num_heads))[None, :, None, None] * distance[:, None].astype(jnp.float32)
         scale = cfg.attn_scale or cfg.head_dim ** -0.5
-        out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias, causal=True)
+        offset = cache_index if isinstance(cache_index, int) else 0  # a traced index: one query (decode)
+        out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias, causal=True, offset=offset)
         return dense(cfg.hidden_size, cfg.out_bias, "o")(out), cache
 
 

@@ -137,13 +137,14 @@ def _attend_block(q, k, v, mask, scale, softcap, bias, block=None):
     return out.reshape(b, hkv, g, t, d).transpose(0, 3, 1, 2, 4).reshape(b, t, h * d)
 
 
-def attend(q, k, v, mask, scale, softcap=None, bias=None, causal=False):
+def attend(q, k, v, mask, scale, softcap=None, bias=None, causal=False, offset: int = 0):
     """Grouped-query attention over an explicit boolean mask.
 
     q: [B, T, H, D]; k, v: [B, Hkv, S, D]; mask: [B, T, S]; bias: [B, H, T, S] or None.
     causal: query i never attends to a key past index i (keys indexed from 0 like the
     queries, as in a prefill or a packed row); long inputs then run in chunks of queries,
     each against the keys up to its end only, which skips the masked upper triangle.
+    offset: keys before the first query (a cached prefix): query i may see keys up to offset + i.
     """
     t = q.shape[1]
     chunk, block = causal_chunks(t)
@@ -152,7 +153,7 @@ def attend(q, k, v, mask, scale, softcap=None, bias=None, causal=False):
     outs = []
     for start in range(0, t, chunk):
         end = min(start + chunk, t)
-        keys = min(end, k.shape[2])
+        keys = min(offset + end, k.shape[2])
         outs.append(_attend_block(q[:, start:end], k[:, :, :keys], v[:, :, :keys], mask[:, start:end, :keys], scale, softcap,
                                   None if bias is None else bias[:, :, start:end, :keys], block))
     return jnp.concatenate(outs, axis=1)

@@ -1,0 +1,38 @@
+"""Shared prefixes (engine/prefix.py): found at token level, computed once, and the rows that
+continue them give the log-likelihoods of the uncached path (5-shot SIB-200 with the MILU
+prompt, real data, SmolLM2: the demonstrations are most of every context)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from babeleval.engine.prefix import shared_prefixes
+
+
+def test_shared_prefixes_by_hand():
+    demos = list(range(300))
+    contexts = [demos + [1000 + i, 5, 6] for i in range(4)] + [[7] * 10, list(range(500, 700))]
+    assert shared_prefixes(contexts) == {0: 256, 1: 256, 2: 256, 3: 256}  # 300 rounded down to 64s
+    assert shared_prefixes(contexts + [demos[:200] + [9] * 50]) == {i: 192 for i in (0, 1, 2, 3, 6)}
+    assert shared_prefixes([demos + [1], demos + [2]], min_prefix=400) == {}
+    assert shared_prefixes([demos[:128], demos[:128]]) == {}  # each context keeps one token of its own: 127 < 128
+    assert shared_prefixes([demos[:129], demos[:200]]) == {0: 128, 1: 128}
+
+
+def test_cached_prefix_gives_the_uncached_loglikelihoods(shared_data):
+    from babeleval.engine.scoring import Scorer
+    from babeleval.evaluate import prepare_task
+    from babeleval.loading import load_model
+    from babeleval.tasks.files import find_task
+
+    units = prepare_task(find_task("sib200-milu:eng_Latn"), Path(shared_data), limit=3)
+    requests = [r for u in units for r in u.kind.requests(u.items)]
+    model = load_model("smollm2-135m")
+    cached, plain = Scorer(model), Scorer(model, share_prefixes=False)
+    a = np.array([r.logprob for r in cached.loglikelihood(requests)])
+    b = np.array([r.logprob for r in plain.loglikelihood(requests)])
+    assert np.abs(a - b).max() <= max(1e-3, 5e-5 * np.abs(b).max())
+    s = cached.stats
+    assert s.prefixes == 1 and s.prefix_tokens >= 384  # the five English demonstrations
+    assert s.tokens_computed + s.prefix_tokens_reused - s.prefix_tokens == plain.stats.tokens_computed
+    assert s.tokens_computed < plain.stats.tokens_computed / 2
