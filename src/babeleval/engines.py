@@ -87,9 +87,8 @@ class Engines:
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             elif kind is Generate:
                 out["generation"] = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
-                                     "truncated": s.truncated, "duplicates": s.duplicates, "prefixes": s.prefixes,
-                                  "prefix_tokens": s.prefix_tokens, "prefix_tokens_reused": s.prefix_tokens_reused,
-                                  "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
+                                     "truncated": s.truncated, "compiled_programs": s.compiles.count,
+                                     "seconds": round(s.seconds, 2)}
             else:
                 s = engine.stats
                 out["embedding"] = {"texts": s.computed + s.from_cache, "computed": s.computed,

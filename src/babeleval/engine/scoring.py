@@ -111,6 +111,12 @@ class ScoringStats:
     compiles: CompileCounter = field(default_factory=CompileCounter)
 
 
+def fit(context: list[int], continuation: list[int], max_length: int) -> tuple[list[int], list[int]]:
+    """A request cut to max_length tokens from the left (the context first; at least one of its tokens stays)."""
+    continuation = continuation[-max_length:]
+    return context[-max(1, max_length - len(continuation)):], continuation
+
+
 def unique_pairs(pairs: list[tuple[list[int], list[int]]]):
     """Requests identical at token level are computed once: the unique pairs, and for every
     request the index of its unique pair (mutual-information requests repeat each option's
@@ -128,8 +134,7 @@ def pack_rows(pairs: list[tuple[list[int], list[int]]], max_length: int, owners:
         index = k if owners is None else owners[k]
         if not continuation:
             continue
-        continuation = continuation[-max_length:]
-        context = context[-max(1, max_length - len(continuation)):]
+        context, continuation = fit(context, continuation, max_length)
         rows = by_context.setdefault(tuple(context), [Row(list(context))])
         if rows[-1].options and rows[-1].length + len(continuation) > max_length:
             rows.append(Row(list(context)))
@@ -236,7 +241,7 @@ class Scorer:
             warn_once(self, "truncated", f"{cut} of {len(pairs)} scoring requests are longer than {self.max_length} tokens "
                       "(the model's limit): their contexts are cut from the left; results.json counts them "
                       "(engine.scoring.truncated, and per task)")
-        unique, first = unique_pairs(pairs)
+        unique, first = unique_pairs([fit(c, k, self.max_length) for c, k in pairs])
         logprob = np.zeros(len(unique), np.float64)
         not_greedy = np.zeros(len(unique), np.int64)
         for prefix, members in self._prefix_groups(unique):
