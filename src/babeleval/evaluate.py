@@ -160,11 +160,18 @@ def _chunks(units: list[Unit], todo: dict[str, list]):
         yield piece
 
 
-def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path, bar=None, log=None) -> dict:
-    """bar: a tqdm bar (documents) or None; log: the run's RunLog (or None)."""
+def _samples_path(output: Path, task: TaskConfig) -> Path:
+    return output / f"samples_{task.name}.jsonl"
+
+
+def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path, bar=None, log=None,
+             done: dict | None = None) -> dict:
+    """bar: a tqdm bar (documents) or None; log: the run's RunLog (or None); done: the records
+    already in the samples file, when the caller has read them."""
     log = log or (lambda message: None)
-    samples = output / f"samples_{task.name}.jsonl"
-    done = _read_samples(samples, {u.variant.key: u.variant for u in units})
+    samples = _samples_path(output, task)
+    if done is None:
+        done = _read_samples(samples, {u.variant.key: u.variant for u in units})
     todo = {u.variant.key: [item for item in u.items if (u.variant.key, item.id) not in done] for u in units}
     resumed = sum(len(u.items) - len(todo[u.variant.key]) for u in units)
     if bar is not None and resumed:
@@ -239,12 +246,13 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BabelevalError(f"{output}: cannot create the output folder ({exc.strerror})") from None
-    for config, units in zip(configs, prepared):  # a samples file of other templates is refused before the model loads
-        _read_samples(output / f"samples_{config.name}.jsonl", {u.variant.key: u.variant for u in units})
+    # read once, before the model loads: a samples file of other templates is refused at once
+    previous = [_read_samples(_samples_path(output, c), {u.variant.key: u.variant for u in units})
+                for c, units in zip(configs, prepared)]
     runlog = RunLog(output, log)
     runlog.info(f"babeleval run: {' '.join(sys.argv)}; tasks {', '.join(names)}; output {output}")
     try:
-        return _run(model, configs, prepared, output, runlog, started=started, embedded_before=embedded_before,
+        return _run(model, configs, prepared, previous, output, runlog, started=started, embedded_before=embedded_before,
                     limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=progress,
                     compile_cache=compile_cache, overrides=overrides)
     except BaseException as exc:
@@ -254,7 +262,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
         runlog.close()
 
 
-def _run(model, configs, prepared, output: Path, log, *, started, embedded_before, limit, sample, dtype, batch_size,
+def _run(model, configs, prepared, previous, output: Path, log, *, started, embedded_before, limit, sample, dtype, batch_size,
          progress, compile_cache, overrides) -> dict:
     remote = getattr(model, "remote", False)
     if not remote:
@@ -272,15 +280,15 @@ def _run(model, configs, prepared, output: Path, log, *, started, embedded_befor
         model = load_model(model, dtype=dtype)
     engines = Engines(model, batch_size)
     task_results = {}
-    for config, units in zip(configs, prepared):
+    for config, units, done in zip(configs, prepared, previous):
         total = sum(len(u.items) for u in units)
         if progress:
             from tqdm import tqdm
 
             with tqdm(total=total, desc=config.name, unit="doc", file=sys.stderr) as bar:
-                task_results[config.name] = run_task(engines, config, units, output, bar, log.info)
+                task_results[config.name] = run_task(engines, config, units, output, bar, log.info, done)
         else:
-            task_results[config.name] = run_task(engines, config, units, output, None, log.info)
+            task_results[config.name] = run_task(engines, config, units, output, None, log.info, done)
         result = task_results[config.name]
         log.info(f"task {config.name}: {result['main_metric']} {result['main_score']} over {result['metrics'].get('n')} "
                  f"records in {result['seconds']} s ({result['resumed']} resumed, {result['truncated']} truncated)")
