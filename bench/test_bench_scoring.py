@@ -8,12 +8,18 @@ babeleval and lm-eval take turns over BENCH_SLICES slices of the questions (the 
 shared and its speed drifts by 20% and more within minutes; taking turns spreads that over
 both). Compilation happens before the timing, on the same slices.
 Tasks: XCOPA sw+ta test (2 options, short contexts) and SIB-200 eng/hin/swh/amh test as
-7-way multiple choice (long shared context, 7 short options).
+7-way multiple choice (long shared context, 7 short options); issue 15's two prefix-cache
+workloads on the same four languages: sib200-milu (MILU's prompt, 5 demonstrations from dev,
+the first five: most of every context is the same 5-shot block) and
+bench/tasks/sib200-proverbeval-header.yaml (ProverbEval's long English instruction header,
+4 topics listed as choices, 0-shot).
 
 XCOPA_QUESTIONS=500 SIB_QUESTIONS=50 SERIAL_QUESTIONS=25 BENCH_SLICES=4 python -m pytest bench/test_bench_scoring.py --benchmark-only -s
+MILU_QUESTIONS=12 HEADER_QUESTIONS=50 python -m pytest bench/test_bench_scoring.py --benchmark-only -s -k "lm_eval and (milu or header)"
 """
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,9 +36,14 @@ from real_models import ours, reference
 XCOPA_N = int(os.environ.get("XCOPA_QUESTIONS", "500"))  # per language
 SIB_N = int(os.environ.get("SIB_QUESTIONS", "50"))  # per language
 SERIAL_N = int(os.environ.get("SERIAL_QUESTIONS", "25"))  # per language
+MILU_N = int(os.environ.get("MILU_QUESTIONS", "12"))  # per language
+HEADER_N = int(os.environ.get("HEADER_QUESTIONS", "50"))  # per language
 SLICES = int(os.environ.get("BENCH_SLICES", "4"))  # the systems take turns slice by slice
-TASKS = {"xcopa": "xcopa:sw,ta", "sib200": "sib200:eng_Latn,hin_Deva,swh_Latn,amh_Ethi"}
-SIZES = {"xcopa": XCOPA_N, "sib200": SIB_N}
+LANGUAGES = "eng_Latn,hin_Deva,swh_Latn,amh_Ethi"
+HEADER_TASK = Path(__file__).parent / "tasks" / "sib200-proverbeval-header.yaml"
+TASKS = {"xcopa": "xcopa:sw,ta", "sib200": f"sib200:{LANGUAGES}", "milu": f"sib200-milu:{LANGUAGES}",
+         "header": str(HEADER_TASK)}
+SIZES = {"xcopa": XCOPA_N, "sib200": SIB_N, "milu": MILU_N, "header": HEADER_N}
 RESULTS = {}
 
 
@@ -50,7 +61,10 @@ def serial_torch(model, ref, requests):
 
 def load(task, n):
     """The task's multiple-choice kind and the first n questions of each language."""
-    units = prepare_task(find_task(TASKS[task]), SHARED, n)
+    spec = find_task(TASKS[task])
+    if task == "header":
+        spec = spec.select(LANGUAGES.split(","))
+    units = prepare_task(spec, SHARED, n)
     return units[0].kind, [q for u in units for q in u.items]
 
 
@@ -103,6 +117,12 @@ def test_babeleval_vs_lm_eval_hf(benchmark, task):
     print(f"babeleval: {tokens / seconds:.0f} tokens/s computed, {warm.stats.compiles.count} compiled shapes, "
           f"compile time ~{warm_seconds - seconds:.1f} s (first run minus second), "
           f"padding {sum(s.stats.tokens_padded for s in scorers) / tokens:.2f}x")
+    reused = sum(s.stats.prefix_tokens_reused for s in scorers)
+    prefix_tokens = sum(s.stats.prefix_tokens for s in scorers)
+    pairs = split_pairs(model.tokenizer, [(r.context, r.continuation) for r in kind.requests(ordered)])
+    print(f"tokens: babeleval {tokens:,} ({sum(s.stats.prefixes for s in scorers)} prefixes, {prefix_tokens:,} "
+          f"prefix tokens computed once, {reused:,} not recomputed); without the prefix cache {tokens + reused - prefix_tokens:,}; "
+          f"lm-eval (context + continuation per request) {sum(len(c) + len(k) for c, k in pairs):,}")
     ours_lp, ours_rate, ours_acc = RESULTS[(task, "babeleval")]
     lp, rate, acc = RESULTS[(task, "lm_eval")]
     # summed log-probs reach -200 on long Tamil rows: fp32 sums agree to 1e-5 relative

@@ -85,3 +85,23 @@ def test_max_new_tokens_and_left_truncation(shared_data, model):
 def test_cut_at_stop_takes_the_earliest_stop():
     assert cut_at_stop("abc\ndef.", ("." , "\n")) == "abc"
     assert cut_at_stop("abc", ("\n",)) == "abc"
+
+
+def test_prompts_sharing_a_one_shot_prefix_prefill_it_once_and_equal_transformers(shared_data, model):
+    """1-shot en->hi translation (sib200-translate): the instruction and the exemplar are one
+    shared prefix, prefilled once; every prompt's continuation equals transformers' greedy."""
+    from babeleval.evaluate import prepare_task
+    from babeleval.tasks.files import find_task
+
+    units = prepare_task(find_task("sib200-translate:hin_Deva"), shared_data, limit=4)
+    enxx = [u for u in units if u.variant.key.endswith("direction=enxx")][0]
+    requests = enxx.kind.requests(enxx.items)
+    prompts = [r.context for r in requests]
+    generator = Generator(model)
+    got = generator.generate([Generate(p, (), 12) for p in prompts])
+    assert got == transformers_generate(generator, prompts, 12)
+    s = generator.stats
+    assert s.prefixes == 1 and s.prefix_tokens >= 128  # the English and Hindi exemplar
+    assert s.prefix_tokens_reused == 4 * s.prefix_tokens
+    plain = Generator(model, share_prefixes=False)
+    assert plain.generate([Generate(p, (), 12) for p in prompts]) == got and plain.stats.prefixes == 0

@@ -17,6 +17,12 @@ def test_shared_prefixes_by_hand():
     assert shared_prefixes([demos + [1], demos + [2]], min_prefix=400) == {}
     assert shared_prefixes([demos[:128], demos[:128]]) == {}  # each context keeps one token of its own: 127 < 128
     assert shared_prefixes([demos[:129], demos[:200]]) == {0: 128, 1: 128}
+    # a question's options repeat its whole context: identical contexts are not a shared prefix
+    # (one group per question would score every question in a batch of its own)
+    long_questions = [list(range(q * 1000, q * 1000 + 300)) for q in range(3)]
+    assert shared_prefixes([c for c in long_questions for _ in range(7)]) == {}
+    with_demos = [demos + c for c in long_questions for _ in range(7)]
+    assert shared_prefixes(with_demos) == {i: 256 for i in range(21)}
 
 
 def test_cached_prefix_gives_the_uncached_loglikelihoods(shared_data):

@@ -23,6 +23,7 @@ import numpy as np
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
 from ..runlog import warn_once
+from .prefix import attention_inputs, compute_prefix, prefix_groups
 from .buckets import CompileCounter, length_batches, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
 from ..requests import Generate, GenerateResult, cut_at_stop
@@ -33,13 +34,13 @@ def _positions(valid):
     return jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0), valid.sum(axis=1)
 
 
-def _prefill_on_device(params, tokens, valid, config, dtype):
+def _prefill_on_device(params, prefix, tokens, valid, config, dtype):
     module = build_module(config, dtype)
     b, p = tokens.shape
     positions, _ = _positions(valid)
     mask = jnp.tril(jnp.ones((p, p), bool))[None] & valid[:, None, :] | jnp.eye(p, dtype=bool)[None]
-    hidden, cache = module.apply({"params": params}, tokens, positions, mask, cache=empty_cache(config, b, p, dtype),
-                                 cache_index=0)
+    inputs = attention_inputs(prefix, positions, mask, valid, empty_cache(config, b, p, dtype))
+    hidden, cache = module.apply({"params": params}, tokens, **inputs)
     logits = module.apply({"params": params}, hidden[:, -1], method=Decoder.logits)
     return jnp.argmax(logits, axis=-1).astype(jnp.int32), cache
 
@@ -48,7 +49,16 @@ def _prefill_on_device(params, tokens, valid, config, dtype):
 def prefill(params, tokens, valid, config, dtype):
     """tokens, valid: [B, P] left-padded prompts, split over the devices. Returns every row's
     first new token and the prompt's KV cache (per layer k, v: [B, Hkv, P, D])."""
-    return per_device(partial(_prefill_on_device, config=config, dtype=dtype))(params, tokens, valid)
+    local = partial(_prefill_on_device, config=config, dtype=dtype)
+    return per_device(lambda params, *rows: local(params, None, *rows))(params, tokens, valid)
+
+
+@partial(jax.jit, static_argnames=("config", "dtype"))
+def prefill_after_prefix(params, prefix, tokens, valid, config, dtype):
+    """prefill for prompts that continue one cached prefix (per layer k, v [1, Hkv, Q, D]):
+    tokens, valid [B, P] are what follows it; the cache returned holds the prefix's Q slots, then P."""
+    local = partial(_prefill_on_device, config=config, dtype=dtype)
+    return per_device(local, replicated=2)(params, prefix, tokens, valid)
 
 
 def _decode_on_device(params, stop_ids, limit, first, cache, valid, config, dtype):
@@ -124,6 +134,9 @@ class GenerationStats:
     new_tokens: int = 0
     prompt_tokens: int = 0
     truncated: int = 0  # prompts cut from the left to fit max_length with the new tokens
+    prefixes: int = 0  # shared prompt prefixes computed once (engine/prefix.py)
+    prefix_tokens: int = 0  # their tokens
+    prefix_tokens_reused: int = 0  # prefix tokens prefills did not compute again: what a no-cache engine adds
     seconds: float = 0.0
     compiles: CompileCounter = None
 
@@ -133,10 +146,12 @@ class GenerationStats:
 
 class Generator:
     def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
-                 decode_budget: int | None = None):
+                 decode_budget: int | None = None, share_prefixes: bool = True):
         """token_budget: prompt slots per prefill batch; decode_budget: cache slots (prompt + new)
-        decoded together, 4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB)."""
+        decoded together, 4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB);
+        share_prefixes: a long prompt prefix many prompts share is prefilled once."""
         self.model = model
+        self.share_prefixes = share_prefixes
         self.max_length = min(max_length or 2048, model.config.max_positions)
         self.token_budget = token_budget
         self.decode_budget = decode_budget or 4 * token_budget
@@ -184,33 +199,47 @@ class Generator:
         new_bucket = next_pow2(max_new, 8)
         stop_ids = np.asarray(stop_token_ids(self.model.tokenizer, tuple(stops)) or (-1,), np.int32)
         stop_ids = np.pad(stop_ids, (0, next_pow2(len(stop_ids)) - len(stop_ids)), constant_values=-1)
-        for slots, start, stop in length_batches([len(prompts[i]) for i in order], self.decode_budget, num_devices(),
+        for _, start, stop in length_batches([len(prompts[i]) for i in order], self.decode_budget, num_devices(),
                                                  new_bucket, self.batch_size):
             group = order[start:stop]
-            new = self._decode_group([prompts[j] for j in group], slots, new_bucket, stop_ids, max_new)
+            new = self._decode_group([prompts[j] for j in group], new_bucket, stop_ids, max_new)
             for r, j in enumerate(group):
                 out[j] = self._result(new[r], stops, requests[j].max_new_chars)
                 self.stats.prompt_tokens += len(prompts[j])
             if progress:
                 progress(len(group))
 
-    def _decode_group(self, prompts: list[list[int]], slots: int, new_bucket: int, stop_ids, max_new) -> list[list[int]]:
-        """Prefill the prompts (longest first) in token-budget batches, then decode them together.
+    def _decode_group(self, prompts: list[list[int]], new_bucket: int, stop_ids, max_new) -> list[list[int]]:
+        """Prefill the prompts in token-budget batches (the prompts that share a long prefix
+        continue its cache, computed once: engine/prefix.py), then decode them together.
         Returns every prompt's new tokens (-1 after it stopped)."""
         devices = num_devices()
-        batches, firsts, caches = [], [], []
-        for length, start, stop in length_batches([len(p) for p in prompts], self.token_budget, devices, new_bucket,
-                                                  self.batch_size):
-            batches.append(list(range(start, stop)))
-            tokens, valid = _left_padded(prompts[start:stop], length, padded_rows(stop - start, devices))
-            self.stats.compiles.see("prefill", *tokens.shape)
-            first, cache = prefill(self.params, *shard_batch(tokens, valid), config=self.model.config, dtype=self.model.dtype)
-            firsts.append(first)
-            caches.append(cache)
+        batches, firsts, caches, valids = [], [], [], []
+        for prefix, members in prefix_groups(prompts, self.share_prefixes):
+            cache, q = compute_prefix(self.params, prefix, self.model, self.stats), len(prefix)
+            members = sorted(members, key=lambda i: -len(prompts[i]))
+            suffixes = [prompts[i][q:] for i in members]
+            for length, start, stop in length_batches([len(x) for x in suffixes], self.token_budget, devices,
+                                                      new_bucket + q, self.batch_size):
+                rows = padded_rows(stop - start, devices)
+                tokens, valid = _left_padded(suffixes[start:stop], length, rows)
+                self.stats.compiles.see("prefill", *tokens.shape, q)
+                self.stats.prefix_tokens_reused += q * (stop - start)
+                config, dtype = self.model.config, self.model.dtype
+                if cache is None:
+                    first, kv = prefill(self.params, *shard_batch(tokens, valid), config=config, dtype=dtype)
+                else:
+                    first, kv = prefill_after_prefix(self.params, cache, *shard_batch(tokens, valid), config=config, dtype=dtype)
+                batches.append(members[start:stop])
+                firsts.append(first)
+                caches.append(kv)
+                real = np.arange(rows) < stop - start
+                valids.append(np.concatenate([np.broadcast_to(real[:, None], (rows, q)), valid], axis=1))
+        slots = max(v.shape[1] for v in valids)
         first, cache = join_batches(tuple(firsts), tuple(caches), slots=slots, max_new=new_bucket)
         order = decode_row_order([f.shape[0] for f in firsts], devices)
         owner = [batches[b][r] if r < len(batches[b]) else None for b, r in order]  # None: a padding row
-        _, valid = _left_padded([prompts[k] if k is not None else [] for k in owner], slots, len(owner))
+        valid = np.stack([np.pad(valids[b][r], (slots - valids[b].shape[1], 0)) for b, r in order])
         self.stats.compiles.see("decode", len(owner), slots, new_bucket, len(stop_ids))
         new = np.asarray(decode(self.params, jnp.asarray(stop_ids), jnp.int32(max_new), first, cache, shard_batch(valid)[0],
                                 config=self.model.config, dtype=self.model.dtype))

@@ -16,8 +16,9 @@ import jax.numpy as jnp
 
 from ..models import build_module
 from ..models.decoder import empty_cache
+from .devices import replicate
 
-MIN_PREFIX = 128
+MIN_PREFIX = 64  # an instruction header of ~70 tokens already pays (ProverbEval t1 on SIB-200)
 STEP = 64
 
 
@@ -30,26 +31,32 @@ def _common(a: tuple, b: tuple) -> int:
 
 
 def shared_prefixes(contexts: list[list[int]], min_prefix: int = MIN_PREFIX, step: int = STEP) -> dict[int, int]:
-    """{index of a context: its shared prefix length} for the contexts that have one. In sorted
-    order the prefix common to a run is the one its first and its last member share."""
-    order = sorted(range(len(contexts)), key=lambda i: contexts[i])
+    """{index of a context: its shared prefix length} for the contexts that have one. Identical
+    contexts count once (a question's options share their whole context already: that is not a
+    prefix to cache, and one group per question would cut the batches into single questions).
+    In sorted order the prefix common to a run of distinct contexts is the one its first and its
+    last member share."""
+    copies: dict[tuple, list[int]] = {}
+    for i, context in enumerate(contexts):
+        copies.setdefault(tuple(context), []).append(i)
+    distinct = sorted(copies)
     out: dict[int, int] = {}
 
     def close(run, shared):
-        length = min(shared, min(len(contexts[i]) for i in run) - 1) // step * step
+        length = min(shared, min(len(c) for c in run) - 1) // step * step
         if len(run) > 1 and length >= min_prefix:
-            out.update({i: length for i in run})
+            out.update({i: length for c in run for i in copies[c]})
 
     run, shared = [], 0
-    for i in order:
-        common = _common(contexts[run[0]], contexts[i]) if run else 0
+    for context in distinct:
+        common = _common(run[0], context) if run else 0
         if run and common >= min_prefix:
-            run.append(i)
+            run.append(context)
             shared = common
         else:
             if run:
                 close(run, shared)
-            run, shared = [i], 0
+            run, shared = [context], 0
     if run:
         close(run, shared)
     return out
@@ -73,3 +80,39 @@ def with_prefix(cache, rows: int, length: int):
         x = jnp.broadcast_to(x, (rows,) + x.shape[1:])
         return jnp.concatenate([x, jnp.zeros(x.shape[:2] + (length,) + x.shape[3:], x.dtype)], axis=2)
     return [{"k": grow(layer["k"]), "v": grow(layer["v"])} for layer in cache]
+
+
+def attention_inputs(prefix, positions, mask, real, cache=None) -> dict:
+    """module.apply's keyword inputs for rows [B, T] (positions, mask [B, T, T]) standing alone
+    (prefix None: `cache` as given, written from slot 0) or continuing a cached prefix (per layer
+    k, v [1, Hkv, P, D]): positions then start after it, the rows' keys and values go after its
+    P slots, and every query of a real row (real: [B, T]) also sees all of its keys."""
+    if prefix is None:
+        return dict(positions=positions, mask=mask, cache=cache, cache_index=None if cache is None else 0)
+    b, t = positions.shape
+    p = prefix[0]["k"].shape[2]
+    band = jnp.broadcast_to(real[:, :, None], (b, t, p))
+    own = positions + p
+    return dict(positions=own, mask=jnp.concatenate([band, mask], axis=2), cache=with_prefix(prefix, b, t),
+                cache_index=p, kv_positions=jnp.concatenate([jnp.broadcast_to(jnp.arange(p, dtype=own.dtype), (b, p)), own], 1))
+
+
+def prefix_groups(contexts: list[list[int]], share: bool = True) -> list[tuple[tuple, list[int]]]:
+    """(prefix tokens, indices of the contexts that continue it): one group per shared prefix,
+    longest first, then () for the rest (every context there when share is False)."""
+    shared = shared_prefixes(contexts) if share else {}
+    groups: dict[tuple, list[int]] = {}
+    for i, context in enumerate(contexts):
+        groups.setdefault(tuple(context[:shared[i]]) if i in shared else (), []).append(i)
+    return sorted(groups.items(), key=lambda g: -len(g[0]))
+
+
+def compute_prefix(params, prefix: tuple, model, stats):
+    """The prefix's KV cache on every device (None for no prefix), counted in stats
+    (prefixes, prefix_tokens, compiles)."""
+    if not prefix:
+        return None
+    stats.prefixes += 1
+    stats.prefix_tokens += len(prefix)
+    stats.compiles.see("prefix", len(prefix))
+    return replicate(prefix_cache(params, jnp.asarray([prefix], jnp.int32), config=model.config, dtype=model.dtype))

@@ -25,7 +25,7 @@ from ..runlog import warn_once
 from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import score_positions
-from .prefix import prefix_cache, shared_prefixes, with_prefix
+from .prefix import attention_inputs, compute_prefix, prefix_groups
 from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
 
@@ -44,9 +44,11 @@ def question_mask(groups, segments):
     return mask | jnp.eye(groups.shape[1], dtype=bool)[None]
 
 
-def _score_on_device(params, tokens, positions, groups, segments, where, targets, count, config, dtype):
+def _score_on_device(params, prefix, tokens, positions, groups, segments, where, targets, count, config, dtype):
+    """One device's lines, standing alone (prefix None) or continuing a cached prefix."""
     module = build_module(config, dtype)
-    hidden, _ = module.apply({"params": params}, tokens, positions, question_mask(groups, segments))
+    inputs = attention_inputs(prefix, positions, question_mask(groups, segments), groups >= 0)
+    hidden, _ = module.apply({"params": params}, tokens, **inputs)
     logprob, greedy = score_positions(module, params, hidden.reshape(-1, hidden.shape[-1]), where[0], targets[0], count[0])
     return logprob[None], greedy[None]
 
@@ -57,30 +59,16 @@ def score_lines(params, tokens, positions, groups, segments, where, targets, cou
     where, targets: [devices, C]: scored positions in the device's flattened lines and the
     token each should predict; count: [devices] real entries. Returns (log-prob, greedy), [devices, C]."""
     local = partial(_score_on_device, config=config, dtype=dtype)
-    return per_device(local)(params, tokens, positions, groups, segments, where, targets, count)
-
-
-def _score_after_prefix(params, cache, tokens, positions, groups, segments, where, targets, count, config, dtype):
-    """As _score_on_device, the rows continuing a cached prefix: positions start after it and
-    every real token also sees all of its keys."""
-    module = build_module(config, dtype)
-    b, length = tokens.shape
-    p = cache[0]["k"].shape[2]
-    band = jnp.broadcast_to((groups >= 0)[:, :, None], (b, length, p))
-    mask = jnp.concatenate([band, question_mask(groups, segments)], axis=2)
-    kv_positions = jnp.concatenate([jnp.broadcast_to(jnp.arange(p, dtype=positions.dtype), (b, p)), positions + p], axis=1)
-    hidden, _ = module.apply({"params": params}, tokens, positions + p, mask, cache=with_prefix(cache, b, length),
-                             cache_index=p, kv_positions=kv_positions)
-    logprob, greedy = score_positions(module, params, hidden.reshape(-1, hidden.shape[-1]), where[0], targets[0], count[0])
-    return logprob[None], greedy[None]
+    return per_device(lambda params, *lines: local(params, None, *lines))(params, tokens, positions, groups, segments,
+                                                                            where, targets, count)
 
 
 @partial(jax.jit, static_argnames=("config", "dtype"))
-def score_lines_after_prefix(params, cache, tokens, positions, groups, segments, where, targets, count, config,
+def score_lines_after_prefix(params, prefix, tokens, positions, groups, segments, where, targets, count, config,
                              dtype=jnp.float32):
-    """score_lines for rows that continue one cached prefix (cache: per layer k, v [1, Hkv, P, D])."""
-    local = partial(_score_after_prefix, config=config, dtype=dtype)
-    return per_device(local, replicated=2)(params, cache, tokens, positions, groups, segments, where, targets, count)
+    """score_lines for lines that continue one cached prefix (per layer k, v [1, Hkv, P, D])."""
+    local = partial(_score_on_device, config=config, dtype=dtype)
+    return per_device(local, replicated=2)(params, prefix, tokens, positions, groups, segments, where, targets, count)
 
 
 @dataclass
@@ -244,8 +232,9 @@ class Scorer:
         unique, first = unique_pairs([fit(c, k, self.max_length) for c, k in pairs])
         logprob = np.zeros(len(unique), np.float64)
         not_greedy = np.zeros(len(unique), np.int64)
-        for prefix, members in self._prefix_groups(unique):
-            cache = self._prefix_cache(prefix)
+        for prefix, members in prefix_groups([c for c, _ in unique], self.share_prefixes):
+            cache = compute_prefix(self.params, prefix, self.model, self.stats)
+            self.stats.tokens_computed += len(prefix)
             suffixes = [(unique[i][0][len(prefix):], unique[i][1]) for i in members]
             room = self.max_length - len(prefix)
             rows = pack_rows(suffixes, room, members)
@@ -261,24 +250,6 @@ class Scorer:
         self.stats.seconds += time.time() - start
         return [LoglikelihoodResult(float(lp), bool(ng == 0), len(cont))
                 for lp, ng, (_, cont) in zip(logprob, not_greedy, pairs)]
-
-    def _prefix_groups(self, pairs):
-        """(prefix tokens, request indices): one group per shared prefix, then () for the rest."""
-        shared = shared_prefixes([c for c, _ in pairs]) if self.share_prefixes else {}
-        groups: dict[tuple, list[int]] = {}
-        for i, (context, _) in enumerate(pairs):
-            groups.setdefault(tuple(context[:shared[i]]) if i in shared else (), []).append(i)
-        return sorted(groups.items(), key=lambda g: -len(g[0]))
-
-    def _prefix_cache(self, prefix: tuple):
-        if not prefix:
-            return None
-        self.stats.prefixes += 1
-        self.stats.prefix_tokens += len(prefix)
-        self.stats.tokens_computed += len(prefix)
-        self.stats.compiles.see("prefix", len(prefix))
-        return replicate(prefix_cache(self.params, jnp.asarray([prefix], jnp.int32), config=self.model.config,
-                                      dtype=self.model.dtype))
 
     def _batches(self, lines: list[tuple[int, list[Row]]]):
         """(length, lines) batches, longest lines first (an out-of-memory shows at once). The
