@@ -267,10 +267,10 @@ def _run(model, configs, prepared, previous, output: Path, log, *, started, embe
     remote = getattr(model, "remote", False)
     if not remote:
         from . import engine  # noqa: F401  (JAX gets its CPU devices before the model is loaded)
-    if compile_cache and not remote:
-        from .engine.compile_cache import enable_compilation_cache
+    if not remote:
+        from .engine.compile_cache import enable_compilation_cache, skip_compilation_cache
 
-        enable_compilation_cache()
+        enable_compilation_cache() if compile_cache else skip_compilation_cache()
     if isinstance(model, str) and is_embedder_spec(model):
         model = embedder(model)
     if isinstance(model, str):

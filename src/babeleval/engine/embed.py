@@ -17,6 +17,7 @@ from ..models import build_module
 from ..models.config import EncoderConfig
 from ..models.encoder import pool
 from .buckets import CompileCounter, length_batches, padded_rows
+from .compile_cache import default_compilation_cache
 from .devices import num_devices, replicate, shard_batch
 from .forward import encoder_forward, padded_causal
 from ..requests import Embed
@@ -39,6 +40,7 @@ class Embedder:
         self.token_budget = token_budget
         self.batch_size = batch_size
         self.normalize = model.config.normalize if normalize is None and self.encoder else bool(normalize)
+        default_compilation_cache()
         self.params = replicate(model.params)
         self.compiles = CompileCounter()
         self.seconds = 0.0

@@ -25,6 +25,7 @@ from ..models.decoder import empty_cache
 from ..runlog import warn_once
 from .prefix import attention_inputs, compute_prefix, prefix_groups
 from .buckets import CompileCounter, length_batches, next_pow2, padded_rows
+from .compile_cache import default_compilation_cache
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
 from ..requests import Generate, GenerateResult, cut_at_stop
 
@@ -156,6 +157,7 @@ class Generator:
         self.token_budget = token_budget
         self.decode_budget = decode_budget or 4 * token_budget
         self.batch_size = batch_size
+        default_compilation_cache()
         self.params = replicate(model.params)
         self.stats = GenerationStats()
 

@@ -23,8 +23,9 @@ import numpy as np
 from ..models import build_module
 from ..runlog import warn_once
 from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
+from .compile_cache import default_compilation_cache
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
-from .head import score_positions
+from .head import HEAD_CHUNK, score_positions
 from .prefix import attention_inputs, compute_prefix, prefix_groups
 from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
@@ -217,6 +218,7 @@ class Scorer:
         self.max_length = min(max_length or 2048, model.config.max_positions)
         self.token_budget = token_budget
         self.batch_size = batch_size
+        default_compilation_cache()
         self.params = replicate(model.params)
         self.stats = ScoringStats()
 
@@ -283,8 +285,9 @@ class Scorer:
         positions = np.zeros((rows, length), np.int32)
         groups = np.full((rows, length), -1, np.int32)
         segments = np.zeros((rows, length), np.int32)
-        where = np.zeros((devices, rows_per_device * length), np.int32)
-        targets = np.zeros((devices, rows_per_device * length), np.int32)
+        capacity = -(-rows_per_device * length // HEAD_CHUNK) * HEAD_CHUNK  # the head takes HEAD_CHUNK at a time
+        where = np.zeros((devices, capacity), np.int32)
+        targets = np.zeros((devices, capacity), np.int32)
         count = np.zeros(devices, np.int32)
         owners = [[] for _ in range(devices)]
         for b, line in enumerate(batch):
