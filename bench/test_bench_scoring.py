@@ -59,13 +59,20 @@ def serial_torch(model, ref, requests):
     return out
 
 
+SPREAD = {"milu", "header"}  # questions spread over the test file (sorted by topic: the first n are one topic)
+
+
 def load(task, n):
-    """The task's multiple-choice kind and the first n questions of each language."""
+    """The task's multiple-choice kind and n questions of each language: the first n, or for
+    SPREAD tasks n spread evenly over the file."""
     spec = find_task(TASKS[task])
     if task == "header":
         spec = spec.select(LANGUAGES.split(","))
-    units = prepare_task(spec, SHARED, n)
-    return units[0].kind, [q for u in units for q in u.items]
+    if task not in SPREAD:
+        units = prepare_task(spec, SHARED, n)
+        return units[0].kind, [q for u in units for q in u.items]
+    units = prepare_task(spec, SHARED, None)
+    return units[0].kind, [q for u in units for q in u.items[::len(u.items) // n][:n]]
 
 
 def accuracy(kind, questions, logprobs):

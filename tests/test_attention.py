@@ -23,11 +23,12 @@ def plain_attention(q, k, v, mask, scale, softcap, bias):
     return out.reshape(q.shape[0], q.shape[1], -1)
 
 
-@pytest.mark.parametrize("t", [165, 600, 1100])
+@pytest.mark.parametrize("t", [165, 400, 600, 1100, 1300])
 @pytest.mark.parametrize("softcap,with_bias", [(None, False), (50.0, True)])
 def test_chunked_causal_attention_equals_plain_softmax(t, softcap, with_bias):
     chunk, block = causal_chunks(t)
     assert t > chunk and (t > block) == (t > 256)  # 165: one key block per chunk; 600, 1100: several
+    # 165, 400: unrolled chunks; 600-1300: past UNROLLED_QUERIES, loops (1100, 1300: not whole chunks)
     rng = np.random.default_rng(t)
     b, h, hkv, d = 2, 6, 2, 16
     q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)
@@ -42,3 +43,19 @@ def test_chunked_causal_attention_equals_plain_softmax(t, softcap, with_bias):
     for causal_flag in (True, False):
         got = attend(q, k, v, mask, 0.25, softcap, bias, causal=causal_flag)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)
+
+
+@pytest.mark.parametrize("t", [300, 1300])
+def test_rows_after_a_cached_prefix_equal_plain_softmax(t):
+    """Queries after a 200-key prefix (offset): the dense path (300) and the looped chunks (1300)."""
+    rng = np.random.default_rng(t)
+    b, h, hkv, d, p = 2, 6, 2, 16, 200
+    q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)
+    k = jnp.asarray(rng.normal(size=(b, hkv, p + t, d)), jnp.float32)
+    v = jnp.asarray(rng.normal(size=(b, hkv, p + t, d)), jnp.float32)
+    seen = np.arange(p) < 150  # a bucketed prefix: its last 50 slots are padding
+    own = np.tril(np.ones((t, t), bool)) & (rng.random((b, t, t)) > 0.2) | np.eye(t, dtype=bool)
+    mask = jnp.asarray(np.concatenate([np.broadcast_to(seen, (b, t, p)), own], axis=2))
+    want = plain_attention(q, k, v, mask, 0.25, None, None)
+    got = attend(q, k, v, mask, 0.25, causal=True, offset=p)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)

@@ -69,7 +69,7 @@ def test_batched_equals_one_at_a_time_and_order_is_kept(shared_data, model):
     assert joined.generate(requests) == single
     prefills = [shape for shape in joined.stats.compiles.shapes if shape[0] == "prefill"]
     decodes = [shape for shape in joined.stats.compiles.shapes if shape[0] == "decode"]
-    assert len({length for _, _, length in prefills}) > 1 and max(rows for _, rows, *_ in decodes) > max(rows for _, rows, _ in prefills)
+    assert len({length for _, _, length, _ in prefills}) > 1 and max(rows for _, rows, *_ in decodes) > max(rows for _, rows, *_ in prefills)
     assert "Paris" in batched[-1]
 
 
@@ -105,3 +105,15 @@ def test_prompts_sharing_a_one_shot_prefix_prefill_it_once_and_equal_transformer
     assert s.prefix_tokens_reused == 4 * s.prefix_tokens
     plain = Generator(model, share_prefixes=False)
     assert plain.generate([Generate(p, (), 12) for p in prompts]) == got and plain.stats.prefixes == 0
+
+
+def test_prompts_past_2k_tokens_are_read_whole_and_equal_transformers(shared_data, model):
+    """The three XQuAD-hi prompts longer than 2,016 tokens (2,0xx-3,278): read whole by default
+    (the model's 8,192 positions; a 2,048 default once cut them, so the first new token
+    differed from transformers'), greedy continuations equal transformers' one prompt at a time."""
+    prompts = [p for p in xquad_prompts(shared_data, 1000) if len(model.tokenizer.encode(p)) > 2016]
+    assert len(prompts) == 3
+    generator = Generator(model)
+    got = generator.generate([Generate(p, (), 8) for p in prompts])
+    assert generator.stats.truncated == 0
+    assert got == [transformers_generate(generator, [p], 8)[0] for p in prompts]

@@ -23,8 +23,8 @@ import numpy as np
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
 from ..runlog import warn_once
-from .prefix import attention_inputs, compute_prefix, prefix_groups
-from .buckets import CompileCounter, length_batches, next_pow2, padded_rows
+from .prefix import attention_inputs, compute_prefix, prefix_groups, prefix_slots
+from .buckets import CompileCounter, length_batches, length_bucket, next_pow2, padded_rows
 from .compile_cache import default_compilation_cache
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
 from ..requests import Generate, GenerateResult, cut_at_stop
@@ -148,12 +148,13 @@ class GenerationStats:
 class Generator:
     def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
                  decode_budget: int | None = None, share_prefixes: bool = True):
-        """token_budget: prompt slots per prefill batch; decode_budget: cache slots (prompt + new)
+        """max_length: prompt + new tokens, the model's own limit by default (a 2,048 default cut
+        XQuAD-hi's longest prompts, which transformers reads whole); token_budget: prompt slots per prefill batch; decode_budget: cache slots (prompt + new)
         decoded together, 4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB);
         share_prefixes: a long prompt prefix many prompts share is prefilled once."""
         self.model = model
         self.share_prefixes = share_prefixes
-        self.max_length = min(max_length or 2048, model.config.max_positions)
+        self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
         self.token_budget = token_budget
         self.decode_budget = decode_budget or 4 * token_budget
         self.batch_size = batch_size
@@ -219,13 +220,14 @@ class Generator:
         batches, firsts, caches, valids = [], [], [], []
         for prefix, members in prefix_groups(prompts, self.share_prefixes):
             cache, q = compute_prefix(self.params, prefix, self.model, self.stats), len(prefix)
+            held = prefix_slots(cache)  # the prefix's slots in every row's cache (q of them real)
             members = sorted(members, key=lambda i: -len(prompts[i]))
             suffixes = [prompts[i][q:] for i in members]
             for length, start, stop in length_batches([len(x) for x in suffixes], self.token_budget, devices,
-                                                      new_bucket + q, self.batch_size):
+                                                      new_bucket + held, self.batch_size):
                 rows = padded_rows(stop - start, devices)
                 tokens, valid = _left_padded(suffixes[start:stop], length, rows)
-                self.stats.compiles.see("prefill", *tokens.shape, q)
+                self.stats.compiles.see("prefill", *tokens.shape, held)
                 self.stats.prefix_tokens_reused += q * (stop - start)
                 config, dtype = self.model.config, self.model.dtype
                 if cache is None:
@@ -235,9 +237,9 @@ class Generator:
                 batches.append(members[start:stop])
                 firsts.append(first)
                 caches.append(kv)
-                real = np.arange(rows) < stop - start
-                valids.append(np.concatenate([np.broadcast_to(real[:, None], (rows, q)), valid], axis=1))
-        slots = max(v.shape[1] for v in valids)
+                real = (np.arange(rows) < stop - start)[:, None] & (np.arange(held) < q)[None, :]
+                valids.append(np.concatenate([real, valid], axis=1))
+        slots = length_bucket(max(v.shape[1] for v in valids))  # few decode shapes
         first, cache = join_batches(tuple(firsts), tuple(caches), slots=slots, max_new=new_bucket)
         order = decode_row_order([f.shape[0] for f in firsts], devices)
         owner = [batches[b][r] if r < len(batches[b]) else None for b, r in order]  # None: a padding row

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from ..models import build_module
 from ..models.decoder import empty_cache
+from .buckets import length_bucket
 from .devices import replicate
 
 MIN_PREFIX = 64  # an instruction header of ~70 tokens already pays (ProverbEval t1 on SIB-200)
@@ -62,9 +63,17 @@ def shared_prefixes(contexts: list[list[int]], min_prefix: int = MIN_PREFIX, ste
     return out
 
 
+def prefix_bucket(n: int) -> int:
+    """Slots a prefix of n tokens is computed in: the next power of two or midpoint (64, 96,
+    128, 192, ..., 1024, 1536, 2048, 3072, ...). Its length is an argument, not a shape, so a
+    run with a prefix per paragraph (XQuAD: 240 lengths) compiles a few programs, not hundreds."""
+    return length_bucket(n, minimum=STEP, step=1 << 30)
+
+
 @partial(jax.jit, static_argnames=("config", "dtype"))
 def prefix_cache(params, tokens, config, dtype=jnp.float32):
-    """tokens: [1, P] -> the prefix's per-layer keys and values [1, Hkv, P, D]."""
+    """tokens: [1, S], the prefix then padding -> per layer keys and values [1, Hkv, S, D]
+    (causal: the padding after the prefix changes nothing in its slots)."""
     module = build_module(config, dtype)
     p = tokens.shape[1]
     positions = jnp.arange(p, dtype=jnp.int32)[None]
@@ -84,17 +93,19 @@ def with_prefix(cache, rows: int, length: int):
 
 def attention_inputs(prefix, positions, mask, real, cache=None) -> dict:
     """module.apply's keyword inputs for rows [B, T] (positions, mask [B, T, T]) standing alone
-    (prefix None: `cache` as given, written from slot 0) or continuing a cached prefix (per layer
-    k, v [1, Hkv, P, D]): positions then start after it, the rows' keys and values go after its
-    P slots, and every query of a real row (real: [B, T]) also sees all of its keys."""
+    (prefix None: `cache` as given, written from slot 0) or continuing a cached prefix (kv: per
+    layer k, v [1, Hkv, S, D], of which the first `length` slots are the prefix): positions then
+    start after it, the rows' keys and values go after its S slots, and every query of a real
+    row (real: [B, T]) also sees the prefix's keys."""
     if prefix is None:
         return dict(positions=positions, mask=mask, cache=cache, cache_index=None if cache is None else 0)
+    kv, length = prefix
     b, t = positions.shape
-    p = prefix[0]["k"].shape[2]
-    band = jnp.broadcast_to(real[:, :, None], (b, t, p))
-    own = positions + p
-    return dict(positions=own, mask=jnp.concatenate([band, mask], axis=2), cache=with_prefix(prefix, b, t),
-                cache_index=p, kv_positions=jnp.concatenate([jnp.broadcast_to(jnp.arange(p, dtype=own.dtype), (b, p)), own], 1))
+    s = kv[0]["k"].shape[2]
+    band = real[:, :, None] & (jnp.arange(s) < length)[None, None, :]
+    own = positions + length
+    return dict(positions=own, mask=jnp.concatenate([band, mask], axis=2), cache=with_prefix(kv, b, t),
+                cache_index=s, kv_positions=jnp.concatenate([jnp.broadcast_to(jnp.arange(s, dtype=own.dtype), (b, s)), own], 1))
 
 
 def prefix_groups(contexts: list[list[int]], share: bool = True) -> list[tuple[tuple, list[int]]]:
@@ -108,11 +119,19 @@ def prefix_groups(contexts: list[list[int]], share: bool = True) -> list[tuple[t
 
 
 def compute_prefix(params, prefix: tuple, model, stats):
-    """The prefix's KV cache on every device (None for no prefix), counted in stats
-    (prefixes, prefix_tokens, compiles)."""
+    """The prefix's KV cache in prefix_bucket slots and its length, on every device (None for no
+    prefix); counted in stats (prefixes, prefix_tokens, compiles)."""
     if not prefix:
         return None
+    slots = prefix_bucket(len(prefix))
     stats.prefixes += 1
     stats.prefix_tokens += len(prefix)
-    stats.compiles.see("prefix", len(prefix))
-    return replicate(prefix_cache(params, jnp.asarray([prefix], jnp.int32), config=model.config, dtype=model.dtype))
+    stats.compiles.see("prefix", slots)
+    tokens = jnp.asarray([list(prefix) + [0] * (slots - len(prefix))], jnp.int32)
+    kv = prefix_cache(params, tokens, config=model.config, dtype=model.dtype)
+    return replicate((kv, jnp.int32(len(prefix))))
+
+
+def prefix_slots(prefix) -> int:
+    """The slots a computed prefix (compute_prefix) occupies in every row's cache (0 for None)."""
+    return 0 if prefix is None else prefix[0][0]["k"].shape[2]

@@ -26,7 +26,7 @@ from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
 from .compile_cache import default_compilation_cache
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import HEAD_CHUNK, score_positions
-from .prefix import attention_inputs, compute_prefix, prefix_groups
+from .prefix import attention_inputs, compute_prefix, prefix_groups, prefix_slots
 from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
 
@@ -212,10 +212,11 @@ def _split_tail(batch: list, devices: int) -> list[list]:
 class Scorer:
     def __init__(self, model, max_length: int | None = None, token_budget: int = 4096, batch_size: int | None = None,
                  share_prefixes: bool = True):
-        """share_prefixes: compute long prefixes that many contexts share once (engine/prefix.py)."""
+        """max_length: the model's own limit by default (as lm-eval's HF backend); share_prefixes:
+        compute long prefixes that many contexts share once (engine/prefix.py)."""
         self.model = model
         self.share_prefixes = share_prefixes
-        self.max_length = min(max_length or 2048, model.config.max_positions)
+        self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
         self.token_budget = token_budget
         self.batch_size = batch_size
         default_compilation_cache()
@@ -310,7 +311,7 @@ class Scorer:
             self.stats.compiles.see("score", rows, length)
             token_logp, greedy = score_lines(self.params, *arrays, config=self.model.config, dtype=self.model.dtype)
         else:
-            self.stats.compiles.see("score-after-prefix", rows, length, prefix[0]["k"].shape[2])
+            self.stats.compiles.see("score-after-prefix", rows, length, prefix_slots(prefix))
             token_logp, greedy = score_lines_after_prefix(self.params, prefix, *arrays, config=self.model.config,
                                                           dtype=self.model.dtype)
         token_logp, greedy = np.asarray(token_logp), np.asarray(greedy)
