@@ -23,7 +23,7 @@ import numpy as np
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
 from ..runlog import warn_once
-from .prefix import attention_inputs, compute_prefix, prefix_groups, prefix_slots
+from .prefix import attention_inputs, computed_prefixes, prefix_groups, prefix_slots
 from .buckets import CompileCounter, length_batches, length_bucket, next_pow2, padded_rows
 from .compile_cache import default_compilation_cache
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
@@ -218,8 +218,9 @@ class Generator:
         Returns every prompt's new tokens (-1 after it stopped)."""
         devices = num_devices()
         batches, firsts, caches, valids = [], [], [], []
-        for prefix, members in prefix_groups(prompts, self.share_prefixes):
-            cache, q = compute_prefix(self.params, prefix, self.model, self.stats), len(prefix)
+        groups = prefix_groups(prompts, self.share_prefixes)
+        for prefix, members, cache in computed_prefixes(self.params, groups, self.model, self.stats):
+            q = len(prefix)
             held = prefix_slots(cache)  # the prefix's slots in every row's cache (q of them real)
             members = sorted(members, key=lambda i: -len(prompts[i]))
             suffixes = [prompts[i][q:] for i in members]

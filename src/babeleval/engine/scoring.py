@@ -26,7 +26,7 @@ from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
 from .compile_cache import default_compilation_cache
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import HEAD_CHUNK, score_positions
-from .prefix import attention_inputs, compute_prefix, prefix_groups, prefix_slots
+from .prefix import attention_inputs, computed_prefixes, prefix_groups, prefix_slots
 from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
 
@@ -235,8 +235,8 @@ class Scorer:
         unique, first = unique_pairs([fit(c, k, self.max_length) for c, k in pairs])
         logprob = np.zeros(len(unique), np.float64)
         not_greedy = np.zeros(len(unique), np.int64)
-        for prefix, members in prefix_groups([c for c, _ in unique], self.share_prefixes):
-            cache = compute_prefix(self.params, prefix, self.model, self.stats)
+        groups = prefix_groups([c for c, _ in unique], self.share_prefixes)
+        for prefix, members, cache in computed_prefixes(self.params, groups, self.model, self.stats):
             self.stats.tokens_computed += len(prefix)
             suffixes = [(unique[i][0][len(prefix):], unique[i][1]) for i in members]
             room = self.max_length - len(prefix)

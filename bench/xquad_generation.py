@@ -1,0 +1,65 @@
+"""Long-prompt generation on XQuAD-hi (task xquad-hi: the IndicXQuAD protocol, greedy, 32 new
+tokens, cut at the first newline), SmolLM2-135M fp32, compiles included (a fresh compilation
+cache): babeleval's Generator on the first QUESTIONS prompts (default all 1,190; the ~5
+questions of a paragraph share it as a prompt prefix, prefilled once), then transformers one
+prompt at a time (no padding, the simplest peer) on every SAMPLE_EVERY-th of them, its total
+extrapolated from that sample by prompt tokens. Outputs must be identical on the sample.
+
+QUESTIONS=1190 SAMPLE_EVERY=10 python bench/xquad_generation.py
+"""
+import os
+import tempfile
+import time
+
+os.environ["BABELEVAL_CACHE"] = tempfile.mkdtemp(prefix="bench-xquad-")  # cold: compiles are counted
+
+from conftest import SHARED  # noqa: E402  (bench/ and tests/ on the path)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from babeleval.engine.generate import Generator  # noqa: E402
+from babeleval.evaluate import prepare_task  # noqa: E402
+from babeleval.requests import cut_at_stop  # noqa: E402
+from babeleval.tasks.files import find_task  # noqa: E402
+from real_models import ours, reference  # noqa: E402
+
+N = int(os.environ.get("QUESTIONS", "1190"))
+EVERY = int(os.environ.get("SAMPLE_EVERY", "10"))
+
+unit = prepare_task(find_task("xquad-hi"), SHARED, N)[0]
+requests = unit.kind.requests(unit.items)
+model = ours("smollm2-135m")
+start = time.perf_counter()
+generator = Generator(model)
+ours_texts = generator.generate(requests)
+ours_s = time.perf_counter() - start
+s = generator.stats
+prompt_tokens = [len(generator.prompt_tokens(r.context, r.max_new_tokens)) for r in requests]
+print(f"babeleval: {len(requests)} prompts ({sum(prompt_tokens):,} prompt tokens, median {int(np.median(prompt_tokens))}, "
+      f"max {max(prompt_tokens)}) in {ours_s:.1f} s, {len(requests) / ours_s:.2f} prompts/s; {s.compiles.count} programs; "
+      f"{s.prefixes} shared prefixes, {s.prefix_tokens:,} tokens computed once, {s.prefix_tokens_reused:,} not prefilled again; "
+      f"truncated {s.truncated}", flush=True)
+
+hf = reference("smollm2-135m")
+tok = model.tokenizer
+sample = list(range(0, len(requests), EVERY))
+start = time.perf_counter()
+theirs = []
+with torch.no_grad():
+    for i in sample:
+        ids = torch.tensor([generator.prompt_tokens(requests[i].context, 32)])
+        out = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=32, do_sample=False,
+                          pad_token_id=tok.eos_id, eos_token_id=tok.eos_id)[0, ids.shape[1]:].tolist()
+        text = tok.decode(out[:out.index(tok.eos_id)] if tok.eos_id in out else out)
+        theirs.append(cut_at_stop(text if tok.eos_id in out else text.rstrip("\ufffd"), ("\n",)))
+hf_sample_s = time.perf_counter() - start
+share = sum(prompt_tokens[i] + 32 for i in sample) / sum(t + 32 for t in prompt_tokens)
+hf_s = hf_sample_s / share
+same = sum(a == ours_texts[i] for a, i in zip(theirs, sample))
+print(f"transformers one at a time: {len(sample)} prompts in {hf_sample_s:.1f} s ({share:.3f} of all tokens): "
+      f"~{hf_s:.0f} s for all {len(requests)}; outputs identical {same}/{len(sample)}")
+print(f"speed-up: {hf_s / ours_s:.2f}x")
+differ = [i for a, i in zip(theirs, sample) if a != ours_texts[i]]
+for i in differ[:5]:
+    print("differs:", i, prompt_tokens[i], repr(ours_texts[i]), repr(theirs[sample.index(i)]))
