@@ -107,23 +107,43 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
 @click.option("--batch-size", default="auto", show_default=True, callback=_batch_size)
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the measurements as JSON here.")
+@click.option("--devices", "device_counts", default=None, metavar="N,N,...",
+              help="Measure once per local device count (a fresh process each) and show the scaling.")
 @friendly
-def bench_command(model_spec, tasks, data, limit, dtype, batch_size, output):
+def bench_command(model_spec, tasks, data, limit, dtype, batch_size, output, device_counts):
     """Measure a task's speed before a full run: requests/s, compile time, tokens computed vs a
-    no-sharing engine, MFU against a measured matmul peak."""
-    from babeleval import engine  # noqa: F401
-    from babeleval.bench import bench, summary_lines
-    from babeleval.loading import DEFAULT_MODEL, load_model
+    no-sharing engine, MFU against a measured matmul peak; with --devices, per device count."""
+    if device_counts:
+        from babeleval.bench import scaling, scaling_lines, summary_lines
 
-    model = load_model(model_spec or DEFAULT_MODEL, dtype=dtype)
-    result = bench(model, list(tasks), data, limit, batch_size)
+        counts = _device_counts(device_counts)
+        arguments = [a for t in tasks for a in ("--task", t)] + ["--limit", str(limit), "--dtype", dtype]
+        arguments += (["--model", model_spec] if model_spec else []) + (["--data", str(data)] if data else [])
+        arguments += ["--batch-size", str(batch_size)] if batch_size else []
+        result = scaling(arguments, counts)
+        lines = [line for run in result["runs"] for line in summary_lines(run)] + scaling_lines(result)
+    else:
+        from babeleval import engine  # noqa: F401
+        from babeleval.bench import bench, summary_lines
+        from babeleval.loading import DEFAULT_MODEL, load_model
+
+        model = load_model(model_spec or DEFAULT_MODEL, dtype=dtype)
+        result = bench(model, list(tasks), data, limit, batch_size)
+        lines = summary_lines(result)
     if output:
         from babeleval.results import write_json_atomic
 
         output.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(output, result)
-    for line in summary_lines(result):
+    for line in lines:
         click.echo(line)
+
+
+def _device_counts(text: str) -> list[int]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise click.BadParameter(f"{text!r}: expected device counts such as 1,2", param_hint="--devices")
+    return sorted({int(p) for p in parts})
 
 
 @cli.command()

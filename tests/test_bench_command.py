@@ -29,3 +29,22 @@ def test_bench_measures_scoring_and_generation(tmp_path, shared_data):
     assert g["requests"] == 3 and g["new_tokens"] > 0 and 0 < g["mfu"] < 1
     assert bench["documents"] == 6 and bench["peak_flops"] > 1e9
     assert "scoring: 21 requests" in result.output and "generation: 3 prompts" in result.output
+
+
+def test_bench_devices_measures_each_count_in_its_own_process(tmp_path):
+    from test_bad_input import byte_model
+
+    model = byte_model(tmp_path / "model")
+    out = tmp_path / "scaling.json"
+    result = CliRunner().invoke(cli, ["bench", "--model", str(model), "--task", "cldr-weekdays:fr", "--limit", "2",
+                                      "--devices", "2,1", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    got = json.loads(out.read_text())
+    assert [run["devices"]["local_devices"] for run in got["runs"]] == [1, 2]
+    assert all(run["scoring"]["requests"] == 14 for run in got["runs"])
+    rows = got["scaling"]["scoring"]
+    assert [r["devices"] for r in rows] == [1, 2] and rows[0]["speedup"] == 1.0 and rows[0]["efficiency"] == 1.0
+    assert rows[1]["efficiency"] == rows[1]["speedup"] / 2
+    assert "scoring by devices: 1:" in result.output
+    bad = CliRunner().invoke(cli, ["bench", "--task", "cldr-weekdays:fr", "--devices", "1,x"])
+    assert bad.exit_code != 0 and "expected device counts" in bad.output

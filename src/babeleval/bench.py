@@ -89,6 +89,8 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
                              "compile_seconds": round(max(cold - warm, 0.0), 2),
                              "requests_per_second": len(generating) / warm, "prompt_tokens": s.prompt_tokens,
                              "new_tokens": s.new_tokens, "new_tokens_per_second": s.new_tokens / warm,
+                             "prefixes": s.prefixes, "prefix_tokens": s.prefix_tokens,
+                             "prefix_tokens_reused": s.prefix_tokens_reused,
                              "mfu": 2 * model.num_params * tokens / warm / peak}
     return out
 
@@ -109,5 +111,50 @@ def summary_lines(result: dict) -> list[str]:
         g = result["generation"]
         lines.append(f"generation: {g['requests']} prompts, {g['requests_per_second']:.2f} prompts/s, "
                      f"{g['new_tokens_per_second']:.1f} new tokens/s, compile {g['compile_seconds']:.1f} s, "
+                     f"{g['prefixes']} shared prefixes ({g['prefix_tokens_reused']} prompt tokens not prefilled again), "
                      f"MFU {100 * g['mfu']:.1f}%")
+    return lines
+
+
+def scaling(arguments: list[str], counts: list[int]) -> dict:
+    """`bench --devices 1,2,...`: the same bench once per device count, each in a fresh process
+    (a JAX process fixes its devices when it starts): BABELEVAL_CPU_DEVICES=n on a CPU host,
+    CUDA_VISIBLE_DEVICES / TPU_VISIBLE_CHIPS = the first n elsewhere. arguments: the bench
+    command's own (without --devices and --output). Returns every run and, per engine, the
+    requests/s and the speed-up and efficiency against the smallest count."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    runs = []
+    for n in counts:
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder) / "bench.json"
+            first = ",".join(map(str, range(n)))
+            env = {**os.environ, "BABELEVAL_CPU_DEVICES": str(n), "CUDA_VISIBLE_DEVICES": first, "TPU_VISIBLE_CHIPS": first}
+            if "host_platform_device_count" in env.get("XLA_FLAGS", ""):
+                env["XLA_FLAGS"] = " ".join(f for f in env["XLA_FLAGS"].split() if "host_platform_device_count" not in f)
+            done = subprocess.run([sys.executable, "-m", "babeleval.cli.main", "bench", *arguments, "--output", str(out)],
+                                  env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise BabelevalError(f"bench on {n} device(s) failed:\n{(done.stderr or done.stdout)[-2000:]}")
+            runs.append(json.loads(out.read_text()))
+    table = {}
+    for engine in ("scoring", "generation"):
+        rates = [run[engine]["requests_per_second"] for run in runs if engine in run]
+        if len(rates) == len(runs):
+            got = [run["devices"]["local_devices"] for run in runs]
+            table[engine] = [{"devices": d, "requests_per_second": r, "speedup": r / rates[0],
+                              "efficiency": r / rates[0] * got[0] / d} for d, r in zip(got, rates)]
+    return {"runs": runs, "scaling": table}
+
+
+def scaling_lines(result: dict) -> list[str]:
+    lines = []
+    for engine, rows in result["scaling"].items():
+        cells = ", ".join(f"{r['devices']}: {r['requests_per_second']:.2f} req/s ({r['speedup']:.2f}x, "
+                          f"{100 * r['efficiency']:.0f}% efficient)" for r in rows)
+        lines.append(f"{engine} by devices: {cells}")
     return lines
