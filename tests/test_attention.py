@@ -47,7 +47,8 @@ def test_chunked_causal_attention_equals_plain_softmax(t, softcap, with_bias):
 
 @pytest.mark.parametrize("t", [300, 1300])
 def test_rows_after_a_cached_prefix_equal_plain_softmax(t):
-    """Queries after a 200-key prefix (offset): the dense path (300) and the looped chunks (1300)."""
+    """Queries after a 200-key prefix (offset) run as looped chunks (300: 64-query chunks, the last
+    one partial; 1300: 128-query chunks)."""
     rng = np.random.default_rng(t)
     b, h, hkv, d, p = 2, 6, 2, 16, 200
     q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)

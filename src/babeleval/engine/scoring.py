@@ -6,7 +6,7 @@ after the context). The context is therefore computed once per question, and the
 vocabulary projection + log-softmax run only at the positions that predict an option
 token (engine/head.py). Rows are then packed, longest first, several to a line
 (a question attends only to its own tokens). A line is as short as its longest row
-allows (128, 256, 512, ... tokens): attention cost grows with the line, so short
+allows (128, 192, 256, 384, 512, 640, ... tokens): attention cost grows with the line, so short
 questions are not put in long lines, and the few line lengths are the compiled shapes.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 from ..models import build_module
 from ..runlog import warn_once
-from .buckets import CompileCounter, batch_size_for, next_pow2, padded_rows
+from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
 from .compile_cache import default_compilation_cache
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
 from .head import HEAD_CHUNK, score_positions
@@ -132,8 +132,9 @@ def pack_rows(pairs: list[tuple[list[int], list[int]]], max_length: int, owners:
 
 
 def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
-    """First-fit decreasing into lines of (length, rows): a row that fits nowhere opens a
-    line of the next power of two >= its length (at least MIN_LINE, at most max_length);
+    """First-fit decreasing into lines of (length, rows): a row that fits nowhere opens a line
+    of the next length bucket >= its length (128, 192, 256, 384, 512, then multiples of 128;
+    at most max_length: a third of a line padded at worst, not half as with powers of two);
     shorter rows fill the room left in open lines before opening lines of their own."""
     lines: list[tuple[int, list[Row]]] = []
     free: list[int] = []
@@ -144,7 +145,7 @@ def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
                 free[i] -= row.length
                 break
         else:
-            length = min(next_pow2(row.length, MIN_LINE), max_length)
+            length = min(length_bucket(row.length, MIN_LINE), max_length)
             lines.append((length, [row]))
             free.append(length - row.length)
     return lines
