@@ -90,6 +90,8 @@ def test_generation_task_through_the_cli(tmp_path, shared_data):
                  "--data", shared_data, "--output", out)
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "results.json").read_text())
+    generation = summary["engine"]["generation"]  # the questions of one paragraph share it as a prompt prefix
+    assert generation["prefixes"] >= 1 and generation["prefix_tokens_reused"] > generation["prefix_tokens"]
     records = [json.loads(line) for line in (out / "samples_xquad-hi.jsonl").read_text().splitlines()]
     predictions, answers = [r["prediction"] for r in records], [r["references"] for r in records]
     task = summary["tasks"]["xquad-hi"]

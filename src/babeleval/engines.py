@@ -82,15 +82,19 @@ class Engines:
             if kind is Loglikelihood:
                 out["scoring"] = {"requests": s.requests, "questions": s.questions, "lines": s.lines,
                                   "tokens_computed": s.tokens_computed, "tokens_padded": s.tokens_padded,
-                                  "truncated": s.truncated, "duplicates": s.duplicates, "prefixes": s.prefixes,
-                                  "prefix_tokens": s.prefix_tokens, "prefix_tokens_reused": s.prefix_tokens_reused,
+                                  "truncated": s.truncated, "duplicates": s.duplicates, **_prefix_stats(s),
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             elif kind is Generate:
                 out["generation"] = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
-                                     "truncated": s.truncated, "compiled_programs": s.compiles.count,
+                                     "truncated": s.truncated, **_prefix_stats(s), "compiled_programs": s.compiles.count,
                                      "seconds": round(s.seconds, 2)}
             else:
                 s = engine.stats
                 out["embedding"] = {"texts": s.computed + s.from_cache, "computed": s.computed,
                                     "from_cache": s.from_cache, "seconds": round(s.seconds, 2)}
         return out
+
+
+def _prefix_stats(s) -> dict:
+    """What the shared-prefix cache saved (engine/prefix.py), for scoring and generation alike."""
+    return {"prefixes": s.prefixes, "prefix_tokens": s.prefix_tokens, "prefix_tokens_reused": s.prefix_tokens_reused}

@@ -149,8 +149,9 @@ class Generator:
     def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
                  decode_budget: int | None = None, share_prefixes: bool = True):
         """max_length: prompt + new tokens, the model's own limit by default (a 2,048 default cut
-        XQuAD-hi's longest prompts, which transformers reads whole); token_budget: prompt slots per prefill batch; decode_budget: cache slots (prompt + new)
-        decoded together, 4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB);
+        XQuAD-hi's longest prompts, which transformers reads whole); token_budget: prompt slots
+        per prefill batch; decode_budget: cache slots (prompt + new) decoded together,
+        4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB);
         share_prefixes: a long prompt prefix many prompts share is prefilled once."""
         self.model = model
         self.share_prefixes = share_prefixes
@@ -216,7 +217,7 @@ class Generator:
         """Prefill the prompts in token-budget batches (the prompts that share a long prefix
         continue its cache, computed once: engine/prefix.py), then decode them together.
         Returns every prompt's new tokens (-1 after it stopped)."""
-        devices = num_devices()
+        devices, config, dtype = num_devices(), self.model.config, self.model.dtype
         batches, firsts, caches, valids = [], [], [], []
         groups = prefix_groups(prompts, self.share_prefixes)
         for prefix, members, cache in computed_prefixes(self.params, groups, self.model, self.stats):
@@ -230,7 +231,6 @@ class Generator:
                 tokens, valid = _left_padded(suffixes[start:stop], length, rows)
                 self.stats.compiles.see("prefill", *tokens.shape, held)
                 self.stats.prefix_tokens_reused += q * (stop - start)
-                config, dtype = self.model.config, self.model.dtype
                 if cache is None:
                     first, kv = prefill(self.params, *shard_batch(tokens, valid), config=config, dtype=dtype)
                 else:
@@ -247,7 +247,7 @@ class Generator:
         valid = np.stack([np.pad(valids[b][r], (slots - valids[b].shape[1], 0)) for b, r in order])
         self.stats.compiles.see("decode", len(owner), slots, new_bucket, len(stop_ids))
         new = np.asarray(decode(self.params, jnp.asarray(stop_ids), jnp.int32(max_new), first, cache, shard_batch(valid)[0],
-                                config=self.model.config, dtype=self.model.dtype))
+                                config=config, dtype=dtype))
         out = [None] * len(prompts)
         for row, k in enumerate(owner):
             if k is not None:
