@@ -60,3 +60,20 @@ def test_rows_after_a_cached_prefix_equal_plain_softmax(t):
     want = plain_attention(q, k, v, mask, 0.25, None, None)
     got = attend(q, k, v, mask, 0.25, causal=True, offset=p)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)
+
+
+@pytest.mark.parametrize("softcap,with_bias", [(None, False), (50.0, True)])
+def test_one_query_decode_step_equals_plain_softmax(softcap, with_bias):
+    """A decode step (one query per row, keys-major products) against a cache with left padding
+    and empty future slots, grouped heads, soft-capping and an ALiBi-style bias."""
+    rng = np.random.default_rng(7)
+    b, h, hkv, d, s = 3, 6, 2, 16, 300
+    q = jnp.asarray(rng.normal(size=(b, 1, h, d)), jnp.float32)
+    k = jnp.asarray(rng.normal(size=(b, hkv, s, d)), jnp.float32)
+    v = jnp.asarray(rng.normal(size=(b, hkv, s, d)), jnp.float32)
+    mask = np.zeros((b, 1, s), bool)
+    mask[0, 0, 40:250], mask[1, 0, :251], mask[2, 0, 299] = True, True, True  # padding, future slots, one key
+    bias = jnp.asarray(rng.normal(size=(b, h, 1, s)), jnp.float32) if with_bias else None
+    want = plain_attention(q, k, v, jnp.asarray(mask), 0.25, softcap, bias)
+    got = attend(q, k, v, jnp.asarray(mask), 0.25, softcap, bias, causal=True)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)
