@@ -12,7 +12,7 @@ from babeleval.engine.prefix import shared_prefixes
 def test_shared_prefixes_by_hand():
     demos = list(range(300))
     contexts = [demos + [1000 + i, 5, 6] for i in range(4)] + [[7] * 10, list(range(500, 700))]
-    assert shared_prefixes(contexts) == {0: 256, 1: 256, 2: 256, 3: 256}  # 300 rounded down to 64s
+    assert shared_prefixes(contexts) == {0: 288, 1: 288, 2: 288, 3: 288}  # 300 rounded down to 16s
     assert shared_prefixes(contexts + [demos[:200] + [9] * 50]) == {i: 192 for i in (0, 1, 2, 3, 6)}
     assert shared_prefixes([demos + [1], demos + [2]], min_prefix=400) == {}
     assert shared_prefixes([demos[:128], demos[:128]]) == {}  # each context keeps one token of its own: 127 < 128
@@ -22,7 +22,7 @@ def test_shared_prefixes_by_hand():
     long_questions = [list(range(q * 1000, q * 1000 + 300)) for q in range(3)]
     assert shared_prefixes([c for c in long_questions for _ in range(7)]) == {}
     with_demos = [demos + c for c in long_questions for _ in range(7)]
-    assert shared_prefixes(with_demos) == {i: 256 for i in range(21)}
+    assert shared_prefixes(with_demos) == {i: 288 for i in range(21)}
 
 
 def test_cached_prefix_gives_the_uncached_loglikelihoods(shared_data):

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from .errors import BabelevalError
+from .engines import generation_split
 from .requests import Generate, Loglikelihood
 
 
@@ -90,7 +91,7 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
                              "requests_per_second": len(generating) / warm, "prompt_tokens": s.prompt_tokens,
                              "new_tokens": s.new_tokens, "new_tokens_per_second": s.new_tokens / warm,
                              "prefixes": s.prefixes, "prefix_tokens": s.prefix_tokens,
-                             "prefix_tokens_reused": s.prefix_tokens_reused,
+                             "prefix_tokens_reused": s.prefix_tokens_reused, **generation_split(s),
                              "mfu": 2 * model.num_params * tokens / warm / peak}
     return out
 
@@ -112,7 +113,8 @@ def summary_lines(result: dict) -> list[str]:
         lines.append(f"generation: {g['requests']} prompts, {g['requests_per_second']:.2f} prompts/s, "
                      f"{g['new_tokens_per_second']:.1f} new tokens/s, compile {g['compile_seconds']:.1f} s, "
                      f"{g['prefixes']} shared prefixes ({g['prefix_tokens_reused']} prompt tokens not prefilled again), "
-                     f"MFU {100 * g['mfu']:.1f}%")
+                     f"prefill {g['prefill_seconds']:.1f} s + decode {g['decode_seconds']:.1f} s ({g['decode_row_steps']} "
+                     f"row steps for {g['new_tokens']} new tokens), MFU {100 * g['mfu']:.1f}%")
     return lines
 
 

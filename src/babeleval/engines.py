@@ -86,7 +86,8 @@ class Engines:
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             elif kind is Generate:
                 out["generation"] = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
-                                     "truncated": s.truncated, **_prefix_stats(s), "compiled_programs": s.compiles.count,
+                                     "truncated": s.truncated, **_prefix_stats(s), **generation_split(s),
+                                     "compiled_programs": s.compiles.count,
                                      "seconds": round(s.seconds, 2)}
             else:
                 s = engine.stats
@@ -98,3 +99,10 @@ class Engines:
 def _prefix_stats(s) -> dict:
     """What the shared-prefix cache saved (engine/prefix.py), for scoring and generation alike."""
     return {"prefixes": s.prefixes, "prefix_tokens": s.prefix_tokens, "prefix_tokens_reused": s.prefix_tokens_reused}
+
+
+def generation_split(s) -> dict:
+    """Where a generation's time went: prefills vs decode loops, and the decode loops' row steps
+    (each step computes every row of its batch, finished or not) against the new tokens kept."""
+    return {"prefill_seconds": round(s.prefill_seconds, 2), "decode_seconds": round(s.decode_seconds, 2),
+            "decode_row_steps": s.decode_row_steps}

@@ -138,6 +138,9 @@ class GenerationStats:
     prefixes: int = 0  # shared prompt prefixes computed once (engine/prefix.py)
     prefix_tokens: int = 0  # their tokens
     prefix_tokens_reused: int = 0  # prefix tokens prefills did not compute again: what a no-cache engine adds
+    prefill_seconds: float = 0.0  # where the time goes: prompt prefills (shared prefixes included) ...
+    decode_seconds: float = 0.0  # ... and decode loops (joined caches included)
+    decode_row_steps: int = 0  # rows x steps the decode loops ran (padding rows and rows already done included)
     seconds: float = 0.0
     compiles: CompileCounter = None
 
@@ -219,6 +222,7 @@ class Generator:
         Returns every prompt's new tokens (-1 after it stopped)."""
         devices, config, dtype = num_devices(), self.model.config, self.model.dtype
         batches, firsts, caches, valids = [], [], [], []
+        start_time = time.perf_counter()
         groups = prefix_groups(prompts, self.share_prefixes)
         for prefix, members, cache in computed_prefixes(self.params, groups, self.model, self.stats):
             q = len(prefix)
@@ -240,6 +244,9 @@ class Generator:
                 caches.append(kv)
                 real = (np.arange(rows) < stop - start)[:, None] & (np.arange(held) < q)[None, :]
                 valids.append(np.concatenate([real, valid], axis=1))
+        jax.block_until_ready(firsts)
+        decode_time = time.perf_counter()
+        self.stats.prefill_seconds += decode_time - start_time
         slots = length_bucket(max(v.shape[1] for v in valids))  # few decode shapes
         first, cache = join_batches(tuple(firsts), tuple(caches), slots=slots, max_new=new_bucket)
         order = decode_row_order([f.shape[0] for f in firsts], devices)
@@ -248,6 +255,8 @@ class Generator:
         self.stats.compiles.see("decode", len(owner), slots, new_bucket, len(stop_ids))
         new = np.asarray(decode(self.params, jnp.asarray(stop_ids), jnp.int32(max_new), first, cache, shard_batch(valid)[0],
                                 config=config, dtype=dtype))
+        self.stats.decode_seconds += time.perf_counter() - decode_time
+        self.stats.decode_row_steps += len(owner) * int((new >= 0).sum(axis=1).max())
         out = [None] * len(prompts)
         for row, k in enumerate(owner):
             if k is not None:

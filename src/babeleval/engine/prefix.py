@@ -4,9 +4,10 @@ so that their keys and values are computed once per (model, prefix) and every pa
 attends to them.
 
 Contexts are sorted; a run of neighbours whose common prefix is at least MIN_PREFIX tokens
-shares the shortest of their common prefixes, rounded down to a multiple of STEP (few
-compiled shapes) and leaving every context at least one token of its own (the token that
-predicts its first option token)."""
+shares the shortest of their common prefixes, rounded down to a multiple of STEP and leaving
+every context at least one token of its own (the token that predicts its first option token).
+A prefix's length is an argument of the compiled programs, not a shape (prefix_bucket), so
+the step can be fine."""
 from __future__ import annotations
 
 from functools import partial
@@ -20,8 +21,8 @@ from ..models.decoder import empty_cache
 from .buckets import length_bucket, padded_rows
 from .devices import num_devices, per_device, replicate, shard_batch
 
-MIN_PREFIX = 64  # an instruction header of ~70 tokens already pays (ProverbEval t1 on SIB-200)
-STEP = 64
+MIN_PREFIX = 32  # a 49-54 token instruction header (ProverbEval t1 on SIB-200 with SmolLM2's tokenizer) pays
+STEP = 16
 
 
 def _common(a: tuple, b: tuple) -> int:
@@ -65,10 +66,10 @@ def shared_prefixes(contexts: list[list[int]], min_prefix: int = MIN_PREFIX, ste
 
 
 def prefix_bucket(n: int) -> int:
-    """Slots a prefix of n tokens is computed in: the next power of two or midpoint (64, 96,
-    128, 192, ..., 1024, 1536, 2048, 3072, ...). Its length is an argument, not a shape, so a
+    """Slots a prefix of n tokens is computed in: the next power of two or midpoint (32, 48,
+    64, 96, ..., 1024, 1536, 2048, 3072, ...). Its length is an argument, not a shape, so a
     run with a prefix per paragraph (XQuAD: 240 lengths) compiles a few programs, not hundreds."""
-    return length_bucket(n, minimum=STEP, step=1 << 30)
+    return length_bucket(n, minimum=MIN_PREFIX, step=1 << 30)
 
 
 @partial(jax.jit, static_argnames=("config", "dtype"))
