@@ -92,6 +92,9 @@ def test_generation_task_through_the_cli(tmp_path, shared_data):
     summary = json.loads((out / "results.json").read_text())
     generation = summary["engine"]["generation"]  # the questions of one paragraph share it as a prompt prefix
     assert generation["prefixes"] >= 1 and generation["prefix_tokens_reused"] > generation["prefix_tokens"]
+    # every kept token took a decode step of its row; the split covers the engine's time
+    assert generation["decode_row_steps"] >= generation["new_tokens"] > 0
+    assert 0 < generation["prefill_seconds"] + generation["decode_seconds"] <= generation["seconds"] + 0.01  # each rounded
     records = [json.loads(line) for line in (out / "samples_xquad-hi.jsonl").read_text().splitlines()]
     predictions, answers = [r["prediction"] for r in records], [r["references"] for r in records]
     task = summary["tasks"]["xquad-hi"]

@@ -256,7 +256,8 @@ class Generator:
         new = np.asarray(decode(self.params, jnp.asarray(stop_ids), jnp.int32(max_new), first, cache, shard_batch(valid)[0],
                                 config=config, dtype=dtype))
         self.stats.decode_seconds += time.perf_counter() - decode_time
-        self.stats.decode_row_steps += len(owner) * int((new >= 0).sum(axis=1).max())
+        steps = (new >= 0).sum(axis=1).reshape(devices, -1).max(axis=1)  # each device loops until its own rows are done
+        self.stats.decode_row_steps += len(owner) // devices * int(steps.sum())
         out = [None] * len(prompts)
         for row, k in enumerate(owner):
             if k is not None:

@@ -154,9 +154,9 @@ def attend(q, k, v, mask, scale, softcap=None, bias=None, causal=False, offset: 
     offset: keys before the first query (a cached prefix): query i may see keys up to offset + i.
     """
     t = q.shape[1]
-    chunk, block = causal_chunks(t)
     if t == 1:
         return _attend_one_query(q, k, v, mask, scale, softcap, bias)
+    chunk, block = causal_chunks(t)
     if not causal or t <= chunk:
         return _attend_block(q, k, v, mask, scale, softcap, bias)
     if offset or t > UNROLLED_QUERIES:
