@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from babeleval.engine.devices import num_devices
 from babeleval.engine.generate import Generator
 from babeleval.requests import Generate, cut_at_stop
 from real_models import ours, pad, reference
@@ -64,12 +65,15 @@ def test_batched_equals_one_at_a_time_and_order_is_kept(shared_data, model):
     one = Generator(model, max_length=128, batch_size=1)
     single = [one.generate([r])[0] for r in requests]
     assert batched == single
-    # a small prefill budget: one-prompt prefill batches of several lengths, joined to decode together
+    # a small prefill budget: one-prompt prefill batches (a 116-token prompt and 6-token ones in
+    # one shape), joined to decode four rows together
     joined = Generator(model, max_length=128, token_budget=200, decode_budget=1024)
     assert joined.generate(requests) == single
     prefills = [shape for shape in joined.stats.compiles.shapes if shape[0] == "prefill"]
     decodes = [shape for shape in joined.stats.compiles.shapes if shape[0] == "decode"]
-    assert len({length for _, _, length, _ in prefills}) > 1 and max(rows for _, rows, *_ in decodes) > max(rows for _, rows, *_ in prefills)
+    devices = num_devices()
+    assert prefills == [("prefill", devices, 128, 0)], prefills  # a row per device
+    assert {rows for _, rows, *_ in decodes} == {max(4, devices)}, decodes  # 7 prompts in two decode groups
     assert "Paris" in batched[-1]
 
 
@@ -117,3 +121,20 @@ def test_prompts_past_2k_tokens_are_read_whole_and_equal_transformers(shared_dat
     got = generator.generate([Generate(p, (), 8) for p in prompts])
     assert generator.stats.truncated == 0
     assert got == [transformers_generate(generator, [p], 8)[0] for p in prompts]
+
+
+def test_questions_of_several_paragraphs_each_continue_their_own_prefix_in_one_batch(shared_data, model):
+    """XQuAD-style prompts: every paragraph's questions share it as a prefix. Three paragraphs'
+    questions decode together, each row attending its own paragraph's cached keys (per-row
+    prefixes): one prefill program for all of them, outputs equal transformers' greedy."""
+    data = json.loads((shared_data / "xquad" / "xquad.hi.json").read_text(encoding="utf-8"))
+    paragraphs = sorted((p for art in data["data"] for p in art["paragraphs"]), key=lambda p: len(p["context"]))[:3]
+    prompts = [f"Context: {p['context']}\nQuestion: {qa['question']}\nAnswer:" for p in paragraphs for qa in p["qas"][:3]]
+    generator = Generator(model)
+    got = generator.generate([Generate(p, (), 10) for p in prompts])
+    assert got == transformers_generate(generator, prompts, 10)
+    s = generator.stats
+    assert s.prefixes == 3 and s.prefix_tokens_reused > 0
+    programs = sorted(shape[0] for shape in s.compiles.shapes)
+    assert programs == ["decode", "prefill", "prefix", "prefix-rows"], s.compiles.shapes
+    assert Generator(model, share_prefixes=False).generate([Generate(p, (), 10) for p in prompts]) == got

@@ -23,8 +23,8 @@ import numpy as np
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
 from ..runlog import warn_once
-from .prefix import attention_inputs, computed_prefixes, prefix_groups, prefix_slots
-from .buckets import CompileCounter, length_batches, length_bucket, next_pow2, padded_rows
+from .prefix import attention_inputs, prefix_bucket, prefix_groups, prefix_rows, prefix_table
+from .buckets import CompileCounter, batch_size_for, length_batches, length_bucket, next_pow2, padded_rows
 from .compile_cache import default_compilation_cache
 from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
 from ..requests import Generate, GenerateResult, cut_at_stop
@@ -56,10 +56,11 @@ def prefill(params, tokens, valid, config, dtype):
 
 @partial(jax.jit, static_argnames=("config", "dtype"))
 def prefill_after_prefix(params, prefix, tokens, valid, config, dtype):
-    """prefill for prompts that continue one cached prefix (per layer k, v [1, Hkv, Q, D]):
-    tokens, valid [B, P] are what follows it; the cache returned holds the prefix's Q slots, then P."""
+    """prefill for prompts that continue cached prefixes, each row its own: prefix = (per layer
+    k, v [B, Hkv, Q, D], lengths [B]; a row without one has length 0); tokens, valid [B, P] are
+    what follows. The cache returned holds the prefix's Q slots, then P."""
     local = partial(_prefill_on_device, config=config, dtype=dtype)
-    return per_device(local, replicated=2)(params, prefix, tokens, valid)
+    return per_device(local)(params, prefix, tokens, valid)
 
 
 def _decode_on_device(params, stop_ids, limit, first, cache, valid, config, dtype):
@@ -98,13 +99,13 @@ def decode(params, stop_ids, limit, first, cache, valid, config, dtype):
     return per_device(local, replicated=3)(params, stop_ids, limit, first, cache, valid)
 
 
-@partial(jax.jit, static_argnames=("slots", "max_new"))
-def join_batches(firsts, caches, slots: int, max_new: int):
-    """One decode batch from prefilled batches, without moving rows between devices: each
-    device stacks its own rows of every batch in turn, caches left-padded to `slots` prompt
-    slots plus max_new empty ones (see decode_row_order for where each row ends up)."""
+@partial(jax.jit, static_argnames=("max_new",))
+def join_batches(firsts, caches, max_new: int):
+    """One decode batch from prefilled batches of one shape, without moving rows between
+    devices: each device stacks its own rows of every batch in turn, with max_new empty cache
+    slots after the prompts' (see decode_row_order for where each row ends up)."""
     def local(firsts, caches):
-        pad = lambda a: jnp.pad(a, ((0, 0), (0, 0), (slots - a.shape[2], max_new), (0, 0)))
+        pad = lambda a: jnp.pad(a, ((0, 0), (0, 0), (0, max_new), (0, 0)))
         return jnp.concatenate(firsts), jax.tree.map(lambda *parts: jnp.concatenate([pad(a) for a in parts]), *caches)
 
     return per_device(local, replicated=0)(firsts, caches)
@@ -201,58 +202,63 @@ class Generator:
         return [GenerateResult(t, why, int(n or 0)) for t, why, n in zip(texts, reasons, counts)]
 
     def _generate_group(self, requests, members, stops, max_new, out, progress):
-        prompts = {i: self.prompt_tokens(requests[i].context, max_new) for i in members}
-        order = sorted(members, key=lambda i: -len(prompts[i]))
+        prompts = [self.prompt_tokens(requests[i].context, max_new) for i in members]
         new_bucket = next_pow2(max_new, 8)
         stop_ids = np.asarray(stop_token_ids(self.model.tokenizer, tuple(stops)) or (-1,), np.int32)
         stop_ids = np.pad(stop_ids, (0, next_pow2(len(stop_ids)) - len(stop_ids)), constant_values=-1)
-        for _, start, stop in length_batches([len(prompts[i]) for i in order], self.decode_budget, num_devices(),
-                                                 new_bucket, self.batch_size):
-            group = order[start:stop]
-            new = self._decode_group([prompts[j] for j in group], new_bucket, stop_ids, max_new)
-            for r, j in enumerate(group):
-                out[j] = self._result(new[r], stops, requests[j].max_new_chars)
+        groups = prefix_groups(prompts, self.share_prefixes)
+        for rows in decode_groups(groups, prompts, self.decode_budget, new_bucket, self.batch_size):
+            new = self._decode_group([prompts[j] for j, _ in rows], [prefix for _, prefix in rows], new_bucket,
+                                     stop_ids, max_new)
+            for (j, _), ids in zip(rows, new):
+                out[members[j]] = self._result(ids, stops, requests[members[j]].max_new_chars)
                 self.stats.prompt_tokens += len(prompts[j])
             if progress:
-                progress(len(group))
+                progress(len(rows))
 
-    def _decode_group(self, prompts: list[list[int]], new_bucket: int, stop_ids, max_new) -> list[list[int]]:
-        """Prefill the prompts in token-budget batches (the prompts that share a long prefix
-        continue its cache, computed once: engine/prefix.py), then decode them together.
-        Returns every prompt's new tokens (-1 after it stopped)."""
+    def _decode_group(self, prompts: list[list[int]], prefixes: list[tuple], new_bucket: int, stop_ids,
+                      max_new) -> list[list[int]]:
+        """Prefill the prompts, each continuing its shared prefix (computed once, engine/prefix.py;
+        () for none), in batches of one shape: the prefixes in the slots of the longest, the rest
+        in the bucket of the longest rest; then decode them together. Returns every prompt's new
+        tokens (-1 after it stopped)."""
         devices, config, dtype = num_devices(), self.model.config, self.model.dtype
-        batches, firsts, caches, valids = [], [], [], []
         start_time = time.perf_counter()
-        groups = prefix_groups(prompts, self.share_prefixes)
-        for prefix, members, cache in computed_prefixes(self.params, groups, self.model, self.stats):
-            q = len(prefix)
-            held = prefix_slots(cache)  # the prefix's slots in every row's cache (q of them real)
-            members = sorted(members, key=lambda i: -len(prompts[i]))
-            suffixes = [prompts[i][q:] for i in members]
-            for length, start, stop in length_batches([len(x) for x in suffixes], self.token_budget, devices,
-                                                      new_bucket + held, self.batch_size):
-                rows = padded_rows(stop - start, devices)
-                tokens, valid = _left_padded(suffixes[start:stop], length, rows)
-                self.stats.compiles.see("prefill", *tokens.shape, held)
-                self.stats.prefix_tokens_reused += q * (stop - start)
-                if cache is None:
-                    first, kv = prefill(self.params, *shard_batch(tokens, valid), config=config, dtype=dtype)
-                else:
-                    first, kv = prefill_after_prefix(self.params, cache, *shard_batch(tokens, valid), config=config, dtype=dtype)
-                batches.append(members[start:stop])
-                firsts.append(first)
-                caches.append(kv)
-                real = (np.arange(rows) < stop - start)[:, None] & (np.arange(held) < q)[None, :]
-                valids.append(np.concatenate([real, valid], axis=1))
+        distinct = list(dict.fromkeys(p for p in prefixes if p))
+        held = prefix_bucket(max(map(len, distinct))) if distinct else 0  # every row's prefix slots
+        table = prefix_table(self.params, distinct, held, self.model, self.stats) if distinct else None
+        which = np.asarray([distinct.index(p) if p else 0 for p in prefixes], np.int32)
+        lengths = np.asarray([len(p) for p in prefixes], np.int32)
+        suffixes = [prompt[len(p):] for prompt, p in zip(prompts, prefixes)]
+        length = length_bucket(max(map(len, suffixes)), minimum=64 if held else 16)  # one suffix shape per group
+        rows = self.batch_size or batch_size_for(held + length + new_bucket, self.token_budget, devices)
+        rows = padded_rows(min(rows, len(prompts)), devices)
+        firsts, caches, valids = [], [], []
+        for start in range(0, len(prompts), rows):
+            part = slice(start, start + rows)
+            tokens, valid = _left_padded(suffixes[part], length, rows)
+            self.stats.compiles.see("prefill", rows, length, held)
+            self.stats.prefix_tokens_reused += int(lengths[part].sum())
+            if table is None:
+                first, kv = prefill(self.params, *shard_batch(tokens, valid), config=config, dtype=dtype)
+            else:
+                which_rows, length_rows = (np.pad(a[part], (0, rows - len(a[part]))) for a in (which, lengths))
+                self.stats.compiles.see("prefix-rows", table[0]["k"].shape[0], rows, held)
+                prefix = (prefix_rows(table, shard_batch(which_rows)[0]), shard_batch(length_rows)[0])
+                first, kv = prefill_after_prefix(self.params, prefix, *shard_batch(tokens, valid), config=config,
+                                                 dtype=dtype)
+                valid = np.concatenate([np.arange(held)[None, :] < length_rows[:, None], valid], axis=1)
+            firsts.append(first)
+            caches.append(kv)
+            valids.append(valid)
         jax.block_until_ready(firsts)
         decode_time = time.perf_counter()
         self.stats.prefill_seconds += decode_time - start_time
-        slots = length_bucket(max(v.shape[1] for v in valids))  # few decode shapes
-        first, cache = join_batches(tuple(firsts), tuple(caches), slots=slots, max_new=new_bucket)
-        order = decode_row_order([f.shape[0] for f in firsts], devices)
-        owner = [batches[b][r] if r < len(batches[b]) else None for b, r in order]  # None: a padding row
-        valid = np.stack([np.pad(valids[b][r], (slots - valids[b].shape[1], 0)) for b, r in order])
-        self.stats.compiles.see("decode", len(owner), slots, new_bucket, len(stop_ids))
+        first, cache = join_batches(tuple(firsts), tuple(caches), max_new=new_bucket)
+        order = decode_row_order([rows] * len(firsts), devices)
+        owner = [b * rows + r if b * rows + r < len(prompts) else None for b, r in order]  # None: a padding row
+        valid = np.stack([valids[b][r] for b, r in order])
+        self.stats.compiles.see("decode", len(owner), valid.shape[1], new_bucket, len(stop_ids))
         new = np.asarray(decode(self.params, jnp.asarray(stop_ids), jnp.int32(max_new), first, cache, shard_batch(valid)[0],
                                 config=config, dtype=dtype))
         self.stats.decode_seconds += time.perf_counter() - decode_time
@@ -282,6 +288,36 @@ class Generator:
         if max_chars is not None and len(text) > max_chars:
             text, reason = text[:max_chars], "length"
         return GenerateResult(text, reason, len(ids))
+
+
+def decode_groups(groups, prompts: list[list[int]], budget: int, new_bucket: int, batch_size: int | None = None):
+    """Lists of (prompt index, its shared prefix) to decode together, for prefix_groups' groups:
+    the prompts of one prefix stay in one decode group (the prefix is computed once per group)
+    unless they alone fill one; prompts without a shared prefix decode apart, longest first.
+    A group's rows: the most that fit `budget` cache slots at its first prompt's length."""
+    devices = num_devices()
+
+    def size(i):
+        return batch_size or batch_size_for(length_bucket(len(prompts[i])) + new_bucket, budget, devices)
+
+    current = []
+    for prefix, members in groups:
+        members = sorted(members, key=lambda i: -len(prompts[i]))
+        if not prefix:
+            for _, start, stop in length_batches([len(prompts[i]) for i in members], budget, devices, new_bucket,
+                                                 batch_size):
+                yield [(i, ()) for i in members[start:stop]]
+            continue
+        rows = [(i, prefix) for i in members]
+        if current and len(current) + len(rows) > size(current[0][0]):
+            yield current
+            current = []
+        while len(rows) > size(rows[0][0]):
+            yield rows[:size(rows[0][0])]
+            rows = rows[size(rows[0][0]):]
+        current += rows
+    if current:
+        yield current
 
 
 def _left_padded(prompts: list[list[int]], length: int, rows: int):

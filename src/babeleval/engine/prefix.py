@@ -98,17 +98,18 @@ def with_prefix(cache, rows: int, length: int):
 
 def attention_inputs(prefix, positions, mask, real, cache=None) -> dict:
     """module.apply's keyword inputs for rows [B, T] (positions, mask [B, T, T]) standing alone
-    (prefix None: `cache` as given, written from slot 0) or continuing a cached prefix (kv: per
-    layer k, v [1, Hkv, S, D], of which the first `length` slots are the prefix): positions then
-    start after it, the rows' keys and values go after its S slots, and every query of a real
-    row (real: [B, T]) also sees the prefix's keys."""
+    (prefix None: `cache` as given, written from slot 0) or continuing cached prefixes (kv: per
+    layer k, v [1 or B, Hkv, S, D], of which the first `length` slots are the prefix; one prefix
+    for all rows, or each row its own with length [B]): positions then start after it, the rows'
+    keys and values go after its S slots, and every query of a real row (real: [B, T]) also sees
+    its prefix's keys."""
     if prefix is None:
         return dict(positions=positions, mask=mask, cache=cache, cache_index=None if cache is None else 0)
     kv, length = prefix
     b, t = positions.shape
     s = kv[0]["k"].shape[2]
-    band = real[:, :, None] & (jnp.arange(s) < length)[None, None, :]
-    own = positions + length
+    band = real[:, :, None] & (jnp.arange(s)[None, None, :] < jnp.reshape(length, (-1, 1, 1)))
+    own = positions + jnp.reshape(length, (-1, 1))
     return dict(positions=own, mask=jnp.concatenate([band, mask], axis=2), cache=with_prefix(kv, b, t),
                 cache_index=s, kv_positions=jnp.concatenate([jnp.broadcast_to(jnp.arange(s, dtype=own.dtype), (b, s)), own], 1))
 
@@ -138,7 +139,13 @@ def computed_prefixes(params, groups, model, stats):
 
 
 def _compute(params, prefixes: list[tuple], model, stats) -> list:
-    slots = prefix_bucket(max(map(len, prefixes)))
+    kv = _computed(params, prefixes, prefix_bucket(max(map(len, prefixes))), model, stats)
+    return [replicate((jax.tree.map(lambda x: x[r: r + 1], kv), jnp.int32(len(prefix)))) for r, prefix in enumerate(prefixes)]
+
+
+def _computed(params, prefixes: list[tuple], slots: int, model, stats):
+    """The prefixes' keys and values in `slots` slots, one row each (padding rows after them
+    to fill every device), split over the devices; counted in stats."""
     rows = padded_rows(len(prefixes), num_devices())
     tokens = np.zeros((rows, slots), np.int32)
     for r, prefix in enumerate(prefixes):
@@ -146,8 +153,29 @@ def _compute(params, prefixes: list[tuple], model, stats) -> list:
     stats.prefixes += len(prefixes)
     stats.prefix_tokens += sum(map(len, prefixes))
     stats.compiles.see("prefix", rows, slots)
-    kv = prefix_caches(params, shard_batch(tokens)[0], config=model.config, dtype=model.dtype)
-    return [replicate((jax.tree.map(lambda x: x[r: r + 1], kv), jnp.int32(len(prefix)))) for r, prefix in enumerate(prefixes)]
+    return prefix_caches(params, shard_batch(tokens)[0], config=model.config, dtype=model.dtype)
+
+
+def prefix_table(params, prefixes: list[tuple], slots: int, model, stats):
+    """Every prefix's keys and values in `slots` slots, stacked (per layer k, v [K, Hkv, slots, D],
+    K >= len(prefixes), row k prefix k) on every device: computed one prefix per device at a time,
+    so the program is keyed by the slots alone, whatever the number of prefixes."""
+    devices = num_devices()
+    chunks = [_computed(params, prefixes[start: start + devices], slots, model, stats)
+              for start in range(0, len(prefixes), devices)]
+    return replicate(_stacked(tuple(chunks)))
+
+
+@jax.jit
+def _stacked(chunks):
+    return jax.tree.map(lambda *parts: jnp.concatenate(parts), *chunks)
+
+
+@jax.jit
+def prefix_rows(table, which):
+    """Row r's prefix cache is the table's row which[r]: per layer k, v [R, Hkv, S, D], split over
+    the devices as `which` is."""
+    return per_device(lambda table, which: jax.tree.map(lambda x: x[which], table))(table, which)
 
 
 def prefix_slots(prefix) -> int:
