@@ -138,3 +138,17 @@ def test_questions_of_several_paragraphs_each_continue_their_own_prefix_in_one_b
     programs = sorted(shape[0] for shape in s.compiles.shapes)
     assert programs == ["decode", "prefill", "prefix", "prefix-rows"], s.compiles.shapes
     assert Generator(model, share_prefixes=False).generate([Generate(p, (), 10) for p in prompts]) == got
+
+
+def test_decode_groups_keep_a_prefix_s_prompts_together_by_hand():
+    from babeleval.engine.generate import decode_groups
+
+    a, b, c = (1,) * 40, (2,) * 40, (3,) * 48
+    prompts = [list(a) + [7] * n for n in (5, 9, 7)] + [list(b) + [8] * 3] * 2 + [list(c) + [9]] * 5 + [[5] * 30, [6] * 60]
+    groups = [(c, [5, 6, 7, 8, 9]), (a, [0, 1, 2]), (b, [3, 4]), ((), [10, 11])]
+    # 4 rows per group at these lengths (64-slot bucket + 16 new: 4 x 80 = 320 of a 330 budget)
+    got = list(decode_groups(groups, prompts, 330, 16, None))
+    assert got == [[(i, c) for i in (5, 6, 7, 8)],  # a prefix with more prompts than a group fills one
+                   [(9, c)] + [(i, a) for i in (1, 2, 0)],  # the next prefix joins if it fits whole
+                   [(3, b), (4, b)],
+                   [(11, ()), (10, ())]]  # prompts without a shared prefix: apart, longest first
