@@ -159,16 +159,21 @@ def _computed(params, prefixes: list[tuple], slots: int, model, stats):
 def prefix_table(params, prefixes: list[tuple], slots: int, model, stats):
     """Every prefix's keys and values in `slots` slots, stacked (per layer k, v [K, Hkv, slots, D],
     K >= len(prefixes), row k prefix k) on every device: computed one prefix per device at a time,
-    so the program is keyed by the slots alone, whatever the number of prefixes."""
+    each device's worth in its own prefix_bucket (a 900-token prefix is not computed in the
+    1,536 slots of the group's longest), so the program is keyed by that bucket alone."""
     devices = num_devices()
-    chunks = [_computed(params, prefixes[start: start + devices], slots, model, stats)
-              for start in range(0, len(prefixes), devices)]
-    return replicate(_stacked(tuple(chunks)))
+    chunks = []
+    for start in range(0, len(prefixes), devices):
+        chunk = prefixes[start: start + devices]
+        chunks.append(_computed(params, chunk, prefix_bucket(max(map(len, chunk))), model, stats))
+    return replicate(_stacked(tuple(chunks), slots))
 
 
-@jax.jit
-def _stacked(chunks):
-    return jax.tree.map(lambda *parts: jnp.concatenate(parts), *chunks)
+@partial(jax.jit, static_argnames=("slots",))
+def _stacked(chunks, slots: int):
+    """The chunks' rows in one table, each padded with empty slots to `slots`."""
+    pad = lambda a: jnp.pad(a, ((0, 0), (0, 0), (0, slots - a.shape[2]), (0, 0)))
+    return jax.tree.map(lambda *parts: jnp.concatenate([pad(a) for a in parts]), *chunks)
 
 
 @jax.jit
