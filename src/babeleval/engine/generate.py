@@ -231,10 +231,10 @@ class Generator:
         tokens (-1 after it stopped)."""
         devices, config, dtype = num_devices(), self.model.config, self.model.dtype
         start_time = time.perf_counter()
-        distinct = list(dict.fromkeys(p for p in prefixes if p))
+        distinct = {p: k for k, p in enumerate(dict.fromkeys(p for p in prefixes if p))}  # prefix -> table row
         held = prefix_bucket(max(map(len, distinct))) if distinct else 0  # every row's prefix slots
-        table = prefix_table(self.params, distinct, held, self.model, self.stats) if distinct else None
-        which = np.asarray([distinct.index(p) if p else 0 for p in prefixes], np.int32)
+        table = prefix_table(self.params, list(distinct), held, self.model, self.stats) if distinct else None
+        which = np.asarray([distinct.get(p, 0) for p in prefixes], np.int32)
         lengths = np.asarray([len(p) for p in prefixes], np.int32)
         suffixes = [prompt[len(p):] for prompt, p in zip(prompts, prefixes)]
         length = length_bucket(max(map(len, suffixes)), minimum=64 if held else 16)  # one suffix shape per group
@@ -322,9 +322,10 @@ def decode_groups(groups, prompts: list[list[int]], budget: int, new_bucket: int
         if current and len(current) + len(rows) > size(current[0][0]):
             yield current
             current = []
-        while len(rows) > size(rows[0][0]):
-            yield rows[:size(rows[0][0])]
-            rows = rows[size(rows[0][0]):]
+        fill = size(rows[0][0])  # a prefix's prompts alone, longest first: the first sets the size
+        while len(rows) > fill:
+            yield rows[:fill]
+            rows = rows[fill:]
         current += rows
     if current:
         yield current
