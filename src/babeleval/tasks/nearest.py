@@ -12,6 +12,14 @@ def _texts(variant: Variant, docs: list[Document]) -> list[str]:
     return [str(evaluate(variant.fewshot.text, context_of(variant, d.fields), "fewshot text", d.origin)) for d in docs]
 
 
+def demonstration_table(variant: Variant, docs: list[Document], shots: list[Document]) -> dict | None:
+    """For sampler nearest: every document's retrieved demonstrations (one embedding pass for
+    all); None for the other samplers, which documents.demonstrations draws per document."""
+    if variant.fewshot.sampler != "nearest" or not variant.fewshot.n:
+        return None
+    return nearest_demonstrations(variant, docs, shots)
+
+
 def nearest_demonstrations(variant: Variant, docs: list[Document], shots: list[Document]) -> dict[str, list[Document]]:
     from ..retrieval.embedders import cached
     from ..retrieval.exact import exact_search
