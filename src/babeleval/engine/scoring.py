@@ -227,6 +227,13 @@ class Scorer:
     def loglikelihood(self, requests: list[Loglikelihood], progress=None) -> list[LoglikelihoodResult]:
         start = time.time()
         pairs = split_pairs(self.model.tokenizer, [(r.context, r.continuation) for r in requests])
+        self.stats.seconds += time.time() - start
+        return self.loglikelihood_tokens(pairs, progress)
+
+    def loglikelihood_tokens(self, pairs: list[tuple[list[int], list[int]]], progress=None) -> list[LoglikelihoodResult]:
+        """Requests already split into (context, continuation) token ids: for callers that draw
+        the boundary themselves (lm-eval's backend, rolling perplexity windows)."""
+        start = time.time()
         cut = sum(1 for context, continuation in pairs if continuation and len(context) + len(continuation) > self.max_length)
         if cut:
             self.stats.truncated += cut
@@ -249,7 +256,7 @@ class Scorer:
                 if progress:
                     progress(sum(len(r.options) for line in batch for r in line))
         logprob, not_greedy = sum_over_processes(logprob)[first], sum_over_processes(not_greedy)[first]
-        self.stats.requests += len(requests)
+        self.stats.requests += len(pairs)
         self.stats.duplicates += len(pairs) - len(unique)
         self.stats.seconds += time.time() - start
         return [LoglikelihoodResult(float(lp), bool(ng == 0), len(cont))
