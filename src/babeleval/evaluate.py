@@ -53,6 +53,10 @@ class Unit:
 
 def prepare_task(task: TaskConfig, data: Path | None = None, limit: int | None = None,
                  sample: int | None = None) -> list[Unit]:
+    if task.kind == "lm_eval":  # lm-evaluation-harness builds its own documents and requests
+        from .tasks.lm_eval_task import prepare_lm_eval
+
+        return [Unit(*unit) for unit in prepare_lm_eval(task, limit, sample)]
     units = []
     for variant in task.variants:
         kind = kind_for(variant)

@@ -121,7 +121,12 @@ def suite_members(spec: str, task_dirs=()) -> list[str] | None:
 
 
 def find_tasks(spec: str, task_dirs=(), overrides: dict | None = None) -> list[TaskConfig]:
-    """A task, or every task of a suite (proverbeval: the paper's three tasks)."""
+    """A task, or every task of a suite (proverbeval: the paper's three tasks), or an
+    lm-evaluation-harness task (lm-eval:NAME or lm-eval:FILE.yaml, tasks/lm_eval_task.py)."""
+    if spec.startswith("lm-eval:"):
+        from .lm_eval_task import load_lm_eval_task
+
+        return [load_lm_eval_task(spec[len("lm-eval:"):], overrides)]
     members = suite_members(spec, task_dirs)
     if members is None:
         return [find_task(spec, task_dirs, overrides)]

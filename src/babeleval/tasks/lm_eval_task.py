@@ -1,0 +1,319 @@
+"""lm-evaluation-harness tasks inside babeleval's own runner: `--task lm-eval:NAME_OR_YAML`.
+
+lm-eval builds everything a document needs with its own task objects (TaskManager: a
+registered name, a group such as xcopa, or a YAML path with `include:` and `!function`):
+its docs, few-shot contexts (same seed as `lm_eval.simple_evaluate`), requests, filters
+and per-document metrics. babeleval only answers the requests with its engines, so the
+records equal a plain lm-eval run's while the run gains what lm-eval lacks: records per
+document with resume after a kill, stderr in results.json, `babeleval report`, and the
+choice-order axis (lm_eval_orders.py). Each leaf lm-eval task is a subset (xcopa_sw,
+xcopa_ta); a variant's signature hashes lm-eval's own config dump, so a changed YAML or
+utils function never resumes into old records.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import BabelevalError
+from ..metrics.means import mean_and_stderr
+from ..requests import Generate, Loglikelihood
+from .config import TaskConfig
+from .order import expand_orders, permutation
+from .templates import text_hash
+
+PREFIX = "lm-eval:"
+FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
+ANSWERED = ("loglikelihood", "generate_until", "multiple_choice")
+
+
+@dataclass(frozen=True)
+class LmEvalVariant:
+    """One lm-eval task (a subset) in one choice order; duck-types tasks.config.Variant
+    where the runner reads it (key, subset, axes, signature)."""
+
+    task: str
+    subset: str
+    language: str
+    axes: tuple[tuple[str, str], ...]
+    order: str
+    config_hash: str
+    num_fewshot: int
+    lm_task: object = field(compare=False, repr=False)
+    options: object = field(default=None, compare=False, repr=False)  # lm_eval_orders.OptionFields
+    order_seed: int = 1234
+    kind: str = "lm_eval"
+    script: str = ""
+    where: str = ""
+
+    @property
+    def key(self) -> str:
+        return "|".join([self.subset] + [f"{a}={v}" for a, v in self.axes])
+
+    @property
+    def signature(self) -> str:
+        blob = json.dumps([self.config_hash, self.num_fewshot, FEWSHOT_SEED, self.order, self.order_seed,
+                           self.options.signature if self.options else None])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass
+class LmEvalItem:
+    id: str
+    doc: dict  # the document as shown (options permuted in their fields when the order is not original)
+    instances: list  # lm-eval Instances, answered in place
+    order: tuple[int, ...]  # the original option shown at each position
+    option_texts: tuple[str, ...] | None  # the original options' texts (what consistency compares)
+
+
+def _quiet_lm_eval() -> None:
+    import logging
+
+    logging.getLogger("lm_eval").setLevel(logging.ERROR)  # one warning per metric without aggregation: noise here
+
+
+def load_lm_eval_tasks(spec: str) -> dict:
+    """NAME[,NAME...] or a YAML path -> {leaf task name: lm-eval Task}; lm-eval's own loader,
+    its errors in one line."""
+    try:
+        from lm_eval.tasks import TaskManager
+    except ImportError:
+        raise BabelevalError("lm-eval tasks need lm-evaluation-harness: pip install 'babeleval[lm-eval]'") from None
+    _quiet_lm_eval()
+    is_path = spec.endswith((".yaml", ".yml"))
+    if is_path and not os.path.isfile(spec):
+        raise BabelevalError(f"{spec}: no such lm-eval task file")
+    names = [spec] if is_path else [s for s in spec.split(",") if s]
+    # a YAML file is indexed with its own folder (siblings it names), not all of lm-eval's ~10k files
+    manager = (TaskManager(include_defaults=False, include_path=os.path.dirname(os.path.abspath(spec)))
+               if is_path else TaskManager())
+    if not is_path:
+        unknown = [n for n in names if n not in manager.all_tasks]
+        if unknown:
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], manager.all_tasks, n=3)
+            raise BabelevalError(f"lm-eval task {unknown[0]!r} is not registered in lm_eval's task library"
+                                 + (f" (did you mean {', '.join(close)}?)" if close else "") + "; or give a .yaml path")
+    try:
+        loaded = manager.load(names)["tasks"]
+    except BabelevalError:
+        raise
+    except Exception as exc:  # datasets/hub/YAML errors: one line, with the offline way out
+        raise BabelevalError(f"lm-eval task {spec}: cannot load ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                             "offline, point the task at local files: dataset_path: json|csv|parquet with "
+                             "dataset_kwargs.data_files (README, lm-eval tasks)") from None
+    for name, task in loaded.items():
+        output_type = task.get_config("output_type")
+        if output_type not in ANSWERED:
+            raise BabelevalError(f"lm-eval task {name}: output_type {output_type} is not run by `babeleval run` "
+                                 "(perplexity windows): run it with `babeleval lm-eval`")
+    return loaded
+
+
+def _config_hash(task) -> str:
+    from importlib.metadata import version
+
+    blob = json.dumps([version("lm_eval"), task.dump_config()], sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def _num_fewshot(task, overrides: dict) -> int:
+    """lm_eval.simple_evaluate's rule: --fewshot replaces the task's value unless the task fixes 0."""
+    configured = task.get_config("num_fewshot")
+    wanted = (overrides.get("fewshot") or {}).get("n")
+    if wanted is not None and configured != 0:
+        return int(wanted)
+    return int(configured or 0)
+
+
+def _task_name(spec: str, subsets: list[str]) -> str:
+    if len(subsets) == 1:
+        return f"lm-eval-{subsets[0]}"
+    stem = os.path.splitext(os.path.basename(spec))[0] if spec.endswith((".yaml", ".yml")) else spec.replace(",", "+")
+    return f"lm-eval-{stem}"
+
+
+def _languages(subsets: list[str]) -> dict[str, str]:
+    """xcopa_sw, xcopa_ta -> sw, ta: what the subset names add to their shared stem."""
+    stem = os.path.commonprefix(subsets) if len(subsets) > 1 else ""
+    stem = stem[: stem.rfind("_") + 1] if "_" in stem else ""
+    return {s: s[len(stem):] or s for s in subsets}
+
+
+def load_lm_eval_task(spec: str, overrides: dict | None = None) -> TaskConfig:
+    """`lm-eval:SPEC` -> a TaskConfig whose variants are LmEvalVariants (kind lm_eval)."""
+    from .lm_eval_orders import option_fields
+
+    overrides = overrides or {}
+    where = f"{PREFIX}{spec}"
+    tasks = load_lm_eval_tasks(spec)
+    orders = expand_orders(overrides.get("choice_orders") or ["original"], where)
+    seed = int(overrides.get("order_seed", 1234))
+    subsets = list(tasks)
+    name, languages, variants = _task_name(spec, subsets), _languages(subsets), []
+    for subset, task in tasks.items():
+        options = option_fields(task, subset) if orders != ["original"] else None
+        config_hash, shots = _config_hash(task), _num_fewshot(task, overrides)
+        for order in orders:
+            axes = (("order", order),) if len(orders) > 1 else ()
+            variants.append(LmEvalVariant(name, subset, languages[subset], axes, order, config_hash, shots, task,
+                                          options, seed, where=f"{where} [{subset}]"))
+    first = next(iter(tasks.values()))
+    main = metric_names(first)[0]
+    return TaskConfig(name=name, kind="lm_eval", version=str(getattr(first, "VERSION", "")),
+                      description=f"lm-evaluation-harness task {spec}", protocol="lm-evaluation-harness",
+                      source=str(first.get_config("dataset_path") or ""), citation="", license="", main_metric=main,
+                      subsets={s: {"language": languages[s], "script": ""} for s in subsets},
+                      variants=tuple(variants), where=where)
+
+
+def metric_names(task) -> list[str]:
+    """lm-eval's metric keys as results name them: `acc` for the unfiltered run, `exact_match,strict-match`
+    for a named filter (lm-eval writes `acc,none`)."""
+    filters = [f.name for f in task._filters]
+    return [m if f == "none" else f"{m},{f}" for f in filters for m in task._metric_fn_list]
+
+
+def _selected(n: int, limit: int | None, sample: int | None) -> list[int]:
+    """The document indices to run: the first `limit`, or `sample` drawn by a hash of their index
+    (documents.load_documents' rule, with lm-eval's doc_id as the id)."""
+    indices = list(range(n))
+    if sample:
+        indices = sorted(sorted(indices, key=lambda i: hashlib.sha256(f"sample|{i}".encode()).digest())[:sample])
+    return indices[:limit] if limit else indices
+
+
+def prepare_lm_eval(task: TaskConfig, limit: int | None = None, sample: int | None = None) -> list[tuple]:
+    """Per variant: (variant, kind, items). The few-shot sampler is seeded again for every
+    variant and every document of the split is visited in order, as simple_evaluate does, so
+    every order (and a resumed run) sees the same demonstrations as a plain lm-eval run."""
+    out = []
+    for variant in task.variants:
+        lm_task = variant.lm_task
+        lm_task.set_fewshot_seed(seed=FEWSHOT_SEED)
+        docs = lm_task.eval_docs
+        items = []
+        for i in _selected(len(docs), limit, sample):
+            items.append(_item(variant, str(i), i, docs[i]))
+        out.append((variant, LmEvalKind(variant), items))
+    return out
+
+
+def _item(variant: LmEvalVariant, doc_id: str, index: int, doc: dict) -> LmEvalItem:
+    from .lm_eval_orders import permuted_document
+
+    lm_task, order, texts = variant.lm_task, None, None
+    if variant.options is not None:
+        doc, order, texts = permuted_document(variant, doc_id, dict(doc))
+    context = lm_task.fewshot_context(doc, num_fewshot=variant.num_fewshot, gen_prefix=lm_task.doc_to_prefix(doc))
+    instances = lm_task.construct_requests(doc=doc, ctx=context, metadata=(lm_task.config.task, index, lm_task.config.repeats))
+    instances = instances if isinstance(instances, list) else [instances]
+    return LmEvalItem(doc_id, doc, instances, tuple(order or ()), tuple(texts) if texts else None)
+
+
+def _request(instance, where: str):
+    if instance.request_type == "loglikelihood":
+        context, continuation = instance.args[:2]
+        return Loglikelihood(context, continuation)
+    from lm_eval.models.utils import normalize_gen_kwargs
+
+    context, gen_kwargs = instance.args[:2]
+    kwargs = normalize_gen_kwargs(gen_kwargs or {}, 256)  # HFLM's default max_gen_toks
+    if kwargs.get("do_sample") or float(kwargs.get("temperature") or 0) > 0:
+        raise BabelevalError(f"{where}: the task asks for sampling ({gen_kwargs}); babeleval generates greedily: "
+                             "set do_sample: false (or --gen_kwargs) to run it")
+    until = kwargs.get("until") or []
+    return Generate(context, tuple([until] if isinstance(until, str) else until), int(kwargs["max_gen_toks"]))
+
+
+class LmEvalKind:
+    """The runner's task kind for lm-eval tasks: lm-eval's requests out, lm-eval's
+    filters and process_results over our answers back in."""
+
+    chunked = True
+
+    def __init__(self, variant: LmEvalVariant):
+        self.variant = variant
+        self.task = variant.lm_task
+        self.names = metric_names(self.task)
+
+    def requests(self, items: list[LmEvalItem]) -> list:
+        return [_request(inst, self.variant.where) for item in items for inst in item.instances]
+
+    def score(self, items: list[LmEvalItem], results: list) -> list[dict]:
+        answers = iter(results)
+        for item in items:
+            for inst in item.instances:
+                answer = next(answers)
+                inst.resps = [(answer.logprob, answer.is_greedy)] if hasattr(answer, "logprob") else [answer.text]
+                inst.filtered_resps = {}
+        instances = [inst for item in items for inst in item.instances]
+        for ensemble in self.task._filters:
+            ensemble.apply(instances)
+        return [self._record(item) for item in items]
+
+    def _record(self, item: LmEvalItem) -> dict:
+        first = item.instances[0]
+        record = {"id": item.id, "prompt_hash": text_hash(str(first.args[0])), "fields": {}}
+        names = []
+        for ensemble in self.task._filters:
+            resps = [inst.filtered_resps[ensemble.name] for inst in item.instances]
+            for metric, value in self.task.process_results(item.doc, resps).items():
+                key = metric if ensemble.name == "none" else f"{metric},{ensemble.name}"
+                record[key] = _jsonable(value)
+                names.append(key)
+        record["lm_eval_metrics"] = names
+        if self.task.get_config("output_type") == "multiple_choice":
+            record.update(self._choices(item))
+        elif first.request_type == "generate_until":
+            record["generation"] = first.resps[0]
+        else:
+            record["loglikelihoods"] = [inst.resps[0][0] for inst in item.instances]
+        return record
+
+    def _choices(self, item: LmEvalItem) -> dict:
+        """What our own multiple-choice records say: gold, prediction, the option chosen (its
+        original text, so consistency compares the same option across orders)."""
+        task, doc = self.task, item.doc
+        choices = task.doc_to_choice(doc)
+        lls = [inst.resps[0][0] for inst in item.instances][: len(choices)]
+        gold = task.doc_to_text(doc) if task.multiple_input else task.doc_to_target(doc)
+        gold = choices.index(gold) if isinstance(gold, str) and gold in choices else gold
+        prediction = int(np.argmax(lls))
+        order = list(item.order) or list(range(len(choices)))
+        texts = item.option_texts or tuple(choices)
+        return {"gold": gold, "order": order, "loglikelihoods": lls,
+                "is_greedy": [bool(inst.resps[0][1]) for inst in item.instances][: len(choices)],
+                "prediction": prediction, "chosen": texts[order[prediction]],
+                "target": texts[order[gold]] if isinstance(gold, int) and 0 <= gold < len(order) else None}
+
+    def aggregate(self, records: list[dict]) -> dict:
+        """lm-eval's aggregation per metric; a mean gets its stderr as lm-eval computes it, a
+        corpus metric (f1, bleu) its value only (lm-eval bootstraps those)."""
+        from lm_eval.api.metrics import mean
+
+        aggregations, out = self.task.aggregation(), {}
+        names = list(dict.fromkeys([*self.names, *(n for r in records for n in r.get("lm_eval_metrics", ()))]))
+        for name in names:
+            values = [r[name] for r in records if name in r]
+            if not values:
+                continue
+            fn = aggregations.get(name.split(",")[0], mean)
+            out.update(mean_and_stderr(name, values) if fn is mean else {name: float(fn(values)), f"{name}_stderr": None})
+        out["n"] = len(records)
+        return out
+
+
+def _jsonable(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
