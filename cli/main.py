@@ -161,6 +161,39 @@ def report(run_dirs, output, fertility):
 
 
 @cli.command()
+@click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--task", default=None, help="Only this task (default: every task two or more runs share).")
+@click.option("--metric", default=None, help="Compare this metric (default: each task's main metric).")
+@click.option("--correction", type=click.Choice(["holm", "bh", "none"]), default="holm", show_default=True,
+              help="Multiple-comparison correction of a pair's p-values across a task's languages.")
+@click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True,
+              help="Paired bootstrap resamples (seeded: the same numbers every time).")
+@click.option("--output", type=click.Path(path_type=Path), default=Path("results/compare"), show_default=True)
+@friendly
+def compare(run_dirs, task, metric, correction, resamples, output):
+    """Paired significance between runs on the same questions and a models x languages leaderboard:
+    compare.md/.html/.json, leaderboard.csv, differences.csv and a chart."""
+    from babeleval.compare import compare as compare_runs
+    from babeleval.compare.output import write_comparison
+
+    result = compare_runs(list(run_dirs), task, metric, correction, resamples)
+    for path in write_comparison(result, output)[:3]:
+        click.echo(path)
+
+
+@cli.command()
+@click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--output", type=click.Path(path_type=Path), required=True, help="The .parquet file to write.")
+@friendly
+def export(run_dirs, output):
+    """Write every per-question record of the runs as one Parquet table (for DuckDB, pandas)."""
+    from babeleval.export import export as export_runs
+
+    done = export_runs(list(run_dirs), output)
+    click.echo(f"{output}: {done['rows']} records, {len(done['columns'])} columns")
+
+
+@cli.command()
 @click.option("--task-dir", "task_dirs", multiple=True, type=click.Path(file_okay=False, path_type=Path))
 @friendly
 def tasks(task_dirs):

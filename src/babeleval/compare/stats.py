@@ -1,0 +1,97 @@
+"""The paired tests behind `babeleval compare`: two runs scored on the same questions, so
+each question is its own control and the test sees only where the runs disagree.
+
+- McNemar's exact test for per-question 0/1 scores (acc, exact match): under "no
+  difference" each discordant question (one run right, the other wrong) is a fair coin, so
+  p is the two-sided binomial tail of the discordant counts, computed in exact integers.
+- The paired bootstrap for everything else, as sacreBLEU's paired test draws it: numpy's
+  default_rng(seed), [resamples, n] question indices in one call, the SAME indices for both
+  runs (resampling questions, never one run against the other), per-question statistics
+  summed in float32 and the score recomputed from each resample (a mean for F1-like
+  scores; chrF/BLEU from summed n-gram statistics, as they are corpus statistics). p is
+  sacreBLEU's: the share of resampled absolute differences, centred on their mean, that
+  exceed the observed one, with the +1 of an unbiased Monte Carlo p.
+- The 95% interval of the difference is the 2.5-97.5 percentile of the paired resamples,
+  for every metric, so intervals of 0/1 and corpus metrics read the same way.
+- Holm (family-wise error) and Benjamini-Hochberg (false discovery rate) adjust the p-values
+  of one pair of runs across the languages of a task: with 5-200 languages tested at once,
+  some "significant" differences are expected by chance alone."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+RESAMPLES = 10_000
+SEED = 12345
+CORRECTIONS = ("holm", "bh", "none")
+
+
+def mcnemar_exact(a, b) -> dict:
+    """a, b: per-question 0/1 scores of two runs on the same questions (any two levels, e.g.
+    0/100, count as wrong/right). Returns the discordant counts and the exact two-sided p."""
+    a, b = np.asarray(a, float) > 0, np.asarray(b, float) > 0
+    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    n = only_a + only_b
+    if n == 0:
+        return {"only_a": 0, "only_b": 0, "p": 1.0}
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1))
+    return {"only_a": only_a, "only_b": only_b, "p": min(1.0, tail / 2 ** (n - 1))}
+
+
+def resample_indices(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    return np.random.default_rng(seed).choice(n, size=(resamples, n), replace=True)
+
+
+def resampled(stats: np.ndarray, indices: np.ndarray, score) -> np.ndarray:
+    """The score of each resample: the mean of column 0 (score None, in float64), or
+    score(statistics summed in float32, as sacreBLEU sums them) per row of indices."""
+    if score is None:
+        return np.asarray(stats, np.float64)[indices, 0].mean(axis=1)
+    stats = np.asarray(stats, np.float32)
+    return np.array([score(stats[row].sum(0)) for row in indices], np.float64)
+
+
+def paired_bootstrap(stats_a, stats_b, score=None, resamples: int = RESAMPLES, seed: int = SEED) -> dict:
+    """stats_a, stats_b: [n, k] per-question statistics of two runs on the same questions;
+    score(summed [k]) -> the metric, or None for the mean of one column. Returns the observed
+    difference a - b, its 95% percentile interval and sacreBLEU's paired-bootstrap p."""
+    stats_a, stats_b = (np.asarray(s, np.float64).reshape(len(s), -1) for s in (stats_a, stats_b))
+    observed = _score(stats_a, score) - _score(stats_b, score)
+    indices = resample_indices(len(stats_a), resamples, seed)
+    a, b = resampled(stats_a, indices, score), resampled(stats_b, indices, score)
+    diffs = a - b
+    spread = np.abs(diffs)
+    centred = spread - spread.mean()
+    p = (int(np.sum(centred > abs(observed))) + 1) / (resamples + 1)
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return {"difference": float(observed), "low": float(low), "high": float(high), "p": float(p)}
+
+
+def _score(stats: np.ndarray, score) -> float:
+    return float(stats[:, 0].mean()) if score is None else float(score(stats.sum(0)))
+
+
+def adjust(pvalues: list[float | None], method: str = "holm") -> list[float | None]:
+    """Holm's step-down or Benjamini-Hochberg's step-up adjusted p-values (None stays None:
+    a cell not tested is not part of the family)."""
+    if method not in CORRECTIONS:
+        raise ValueError(f"correction {method!r}: expected one of {', '.join(CORRECTIONS)}")
+    tested = [i for i, p in enumerate(pvalues) if p is not None]
+    out: list[float | None] = list(pvalues)
+    if method == "none" or not tested:
+        return out
+    m = len(tested)
+    order = sorted(tested, key=lambda i: pvalues[i])
+    if method == "holm":
+        running = 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * pvalues[i]))
+            out[i] = running
+    else:
+        running = 1.0
+        for rank in range(m - 1, -1, -1):
+            i = order[rank]
+            running = min(running, m / (rank + 1) * pvalues[i])
+            out[i] = running
+    return out
