@@ -1,0 +1,132 @@
+"""Chat templates: our Jinja2 rendering against transformers' apply_chat_template on the
+real tokenizers of SmolLM2-135M-Instruct (its template is in its GGUF) and Gemma 3 270M
+(its GGUF has none: Gemma 3's published template, tests/fixtures/chat/gemma3.jinja, is set
+on both sides), then the template inside `babeleval run`."""
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from babeleval.chat import ChatTemplate
+from babeleval.errors import BabelevalError
+
+GEMMA3 = Path(__file__).parent / "fixtures" / "chat" / "gemma3.jinja"
+XCOPA_SW = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "xcopa" / "sw"
+
+
+@functools.lru_cache(maxsize=None)
+def hf_tokenizer(alias: str):
+    import transformers
+
+    from babeleval.loading import resolve
+
+    path = resolve(alias)
+    return transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+
+
+def xcopa_rows(n: int) -> list[dict]:
+    with (XCOPA_SW / "val.sw.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(next(handle)) for _ in range(n)]
+
+
+def conversations() -> dict[str, list[dict]]:
+    """Real Swahili XCOPA rows as a system message, a 2-shot multi-turn few-shot and a single
+    turn; contents with the edge whitespace a template may trim."""
+    rows = xcopa_rows(3)
+    question = lambda r: f"{r['premise']} Swali: {'kwa sababu' if r['question'] == 'cause' else 'kwa hiyo'}?\n"
+    answer = lambda r: r[f"choice{r['label'] + 1}"]
+    shots = [m for r in rows[:2] for m in ({"role": "user", "content": question(r)}, {"role": "assistant", "content": answer(r)})]
+    system = {"role": "system", "content": "Jibu kwa Kiswahili. \"Chagua\" <jibu> & sababu."}
+    return {
+        "single": [{"role": "user", "content": question(rows[2])}],
+        "system": [system, {"role": "user", "content": question(rows[2])}],
+        "fewshot": shots + [{"role": "user", "content": question(rows[2])}],
+        "system+fewshot": [system] + shots + [{"role": "user", "content": question(rows[2])}],
+    }
+
+
+def templates():
+    smol = ChatTemplate.from_model("smollm2-135m")
+    gemma = ChatTemplate.from_file(GEMMA3, model="gemma3-270m")
+    return {"smollm2-135m": smol, "gemma3-270m": gemma}
+
+
+@pytest.mark.slow
+def test_rendering_equals_transformers_character_for_character():
+    """Every conversation, with and without the generation prompt, equals transformers'
+    apply_chat_template(tokenize=False) on the tokenizer built from the same GGUF."""
+    ours = templates()
+    for alias, template in ours.items():
+        tokenizer = hf_tokenizer(alias)
+        if alias == "gemma3-270m":
+            tokenizer.chat_template = GEMMA3.read_text(encoding="utf-8")
+        assert {k: v for k, v in tokenizer.special_tokens_map.items() if k in template.special_tokens} == template.special_tokens
+        for name, messages in conversations().items():
+            for generation_prompt in (True, False):
+                expected = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+                assert template.render(messages, add_generation_prompt=generation_prompt) == expected, (alias, name)
+    # what the templates really do with a system message and the generation prompt
+    messages = conversations()["system"]
+    smol = ours["smollm2-135m"].render(messages)
+    assert smol.startswith("<|im_start|>system\nJibu kwa Kiswahili.") and smol.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    assert "You are a helpful AI assistant named SmolLM" in ours["smollm2-135m"].render(conversations()["single"])
+    gemma = ours["gemma3-270m"].render(messages)
+    assert gemma.startswith("<bos><start_of_turn>user\nJibu kwa Kiswahili. \"Chagua\" <jibu> & sababu.\n\n")
+    assert "<start_of_turn>system" not in gemma and gemma.endswith("?<end_of_turn>\n<start_of_turn>model\n")
+
+
+@pytest.mark.slow
+def test_template_exceptions_are_errors_naming_the_template():
+    """Gemma 3's template refuses roles that do not alternate (raise_exception): transformers
+    raises, and so do we, with the template's own message and where it came from."""
+    template = templates()["gemma3-270m"]
+    twice = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    tokenizer = hf_tokenizer("gemma3-270m")
+    tokenizer.chat_template = GEMMA3.read_text(encoding="utf-8")
+    with pytest.raises(Exception, match="Conversation roles must alternate"):
+        tokenizer.apply_chat_template(twice, tokenize=False)
+    with pytest.raises(BabelevalError, match=r"gemma3\.jinja: TemplateError: Conversation roles must alternate"):
+        template.render(twice)
+
+
+def test_sandbox_tojson_special_tokens_and_hash():
+    """The sandbox refuses attribute tricks; tojson keeps non-ASCII and HTML characters (as
+    transformers' does, unlike Jinja's own); the hash follows the source."""
+    source = "{{ bos_token }}{% for m in messages %}{{ m | tojson }}{% endfor %}{% if add_generation_prompt %}>{% endif %}"
+    template = ChatTemplate(source, bos_token="<s>", eos_token="</s>")
+    out = template.render([{"role": "user", "content": "Habari <b> & 'ndiyo'"}])
+    assert out == '<s>{"role": "user", "content": "Habari <b> & \'ndiyo\'"}>'
+    assert template.hash == ChatTemplate(source).hash != ChatTemplate(source + " ").hash and len(template.hash) == 16
+    evil = ChatTemplate("{{ messages.__class__.__mro__ }}")
+    with pytest.raises(BabelevalError, match="SecurityError|unsafe"):
+        evil.render([{"role": "user", "content": "x"}])
+    with pytest.raises(BabelevalError, match="does not parse"):
+        ChatTemplate("{% for m in messages %}")
+
+
+def test_template_from_an_hf_folder(tmp_path):
+    """tokenizer_config.json: a string, or named templates (the "default" one); chat_template.jinja wins."""
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": {"content": "<s>"}, "eos_token": "</s>",
+        "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "{{ bos_token }}D"}]}))
+    template = ChatTemplate.from_model(tmp_path)
+    assert template.render([{"role": "user", "content": "x"}]) == "<s>D"
+    assert template.special_tokens == {"bos_token": "<s>", "eos_token": "</s>"}
+    (tmp_path / "chat_template.jinja").write_text("J{{ eos_token }}")
+    assert ChatTemplate.from_model(tmp_path).render([{"role": "user", "content": "x"}]) == "J</s>"
+
+
+def test_gemma3_gguf_carries_no_template():
+    """The packaged Gemma 3 270M GGUF has no tokenizer.chat_template: from_model says so (None)."""
+    assert ChatTemplate.from_model("gemma3-270m") is None
+
+
+def test_importing_chat_starts_no_jax():
+    out = subprocess.run([sys.executable, "-c", "import sys, babeleval.chat; print('jax' in sys.modules)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
