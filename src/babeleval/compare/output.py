@@ -150,3 +150,17 @@ def write_comparison(comparison: dict, output: Path) -> list[Path]:
     md.write_text(markdown(page), encoding="utf-8")
     html.write_text(html_page("babeleval compare: " + ", ".join(r["label"] for r in runs), page), encoding="utf-8")
     return [md, html, *write_tables(comparison, output), *sorted(figures.iterdir())]
+
+
+def report_section(runs: list, folder: Path) -> tuple[list, dict | None]:
+    """The leaderboard section `babeleval report` shows for several runs, and its comparison;
+    runs that cannot be compared (other --limit, no shared task, no samples file) get the
+    reason in one paragraph, and the report goes on."""
+    from . import compare
+
+    heading = Heading(2, "Leaderboard (babeleval compare)")
+    try:
+        comparison = compare([], runs=runs)
+    except BabelevalError as exc:
+        return [heading, Paragraph(f"No leaderboard: {exc}.")], None
+    return [heading, *blocks(comparison, folder, level=3)], comparison

@@ -9,8 +9,11 @@ each question is its own control and the test sees only where the runs disagree.
   runs (resampling questions, never one run against the other), per-question statistics
   summed in float32 and the score recomputed from each resample (a mean for F1-like
   scores; chrF/BLEU from summed n-gram statistics, as they are corpus statistics). p is
-  sacreBLEU's: the share of resampled absolute differences, centred on their mean, that
-  exceed the observed one, with the +1 of an unbiased Monte Carlo p.
+  the two-sided shift test (Efron & Tibshirani 1993, 16.4): the resampled differences
+  moved to mean zero by the observed one stand for "no difference", p = (1 + #{|d* - d| >=
+  |d|}) / (resamples + 1). Not sacreBLEU's p, which centres |d*| on its own mean and counts
+  strictly greater: that gives two identical systems p = 1 / (resamples + 1), and a zero
+  difference p near 0.4 rather than 1.
 - The 95% interval of the difference is the 2.5-97.5 percentile of the paired resamples,
   for every metric, so intervals of 0/1 and corpus metrics read the same way.
 - Holm (family-wise error) and Benjamini-Hochberg (false discovery rate) adjust the p-values
@@ -55,15 +58,13 @@ def resampled(stats: np.ndarray, indices: np.ndarray, score) -> np.ndarray:
 def paired_bootstrap(stats_a, stats_b, score=None, resamples: int = RESAMPLES, seed: int = SEED) -> dict:
     """stats_a, stats_b: [n, k] per-question statistics of two runs on the same questions;
     score(summed [k]) -> the metric, or None for the mean of one column. Returns the observed
-    difference a - b, its 95% percentile interval and sacreBLEU's paired-bootstrap p."""
+    difference a - b, its 95% percentile interval and the shift test's two-sided p."""
     stats_a, stats_b = (np.asarray(s, np.float64).reshape(len(s), -1) for s in (stats_a, stats_b))
     observed = _score(stats_a, score) - _score(stats_b, score)
     indices = resample_indices(len(stats_a), resamples, seed)
     a, b = resampled(stats_a, indices, score), resampled(stats_b, indices, score)
     diffs = a - b
-    spread = np.abs(diffs)
-    centred = spread - spread.mean()
-    p = (int(np.sum(centred > abs(observed))) + 1) / (resamples + 1)
+    p = (int(np.sum(np.abs(diffs - observed) >= abs(observed))) + 1) / (resamples + 1)
     low, high = np.percentile(diffs, [2.5, 97.5])
     return {"difference": float(observed), "low": float(low), "high": float(high), "p": float(p)}
 
