@@ -91,4 +91,16 @@ def compare(folders: list[Path], task: str | None = None, metric: str | None = N
             "settings": {"correction": correction, "alpha": ALPHA, "resamples": resamples, "seed": seed,
                          "min_shared": MIN_SHARED, "interval": "95% percentile of the paired bootstrap",
                          "family": "one pair of runs, one task: its cells (languages, axis values)"},
-            "tasks": {n: compare_task(runs, n, metric, correction, resamples, seed) for n in names}}
+            "tasks": {n: _task_or_reason(runs, n, metric, correction, resamples, seed, len(names)) for n in names}}
+
+
+def _task_or_reason(runs: list[Run], name: str, metric: str | None, correction: str, resamples: int, seed: int,
+                    tasks: int) -> dict:
+    """A task whose metric has no paired test (retrieval F1) is skipped with the reason when
+    other tasks are compared; alone, the reason is the error."""
+    try:
+        return compare_task(runs, name, metric, correction, resamples, seed)
+    except BabelevalError as exc:
+        if tasks == 1:
+            raise
+        return {"skipped": str(exc)}

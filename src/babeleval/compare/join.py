@@ -5,13 +5,12 @@ else is refused here: runs of other --limit/--sample choices (other documents), 
 cell records of another signature (other templates or settings)."""
 from __future__ import annotations
 
-import gzip
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BabelevalError
 from ..report.runs import Run
+from ..tasks.sources import read_file
 
 REQUIRED = ("id", "key", "subset", "variant", "signature")
 
@@ -24,26 +23,14 @@ def samples_path(run: Run, task: str) -> Path:
                          "a comparison needs the run folder as `babeleval run` wrote it")
 
 
-def _lines(path: Path):
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        yield from enumerate(handle, start=1)
-
-
 def read_records(path: Path) -> dict[tuple[str, str], dict]:
     """{(variant key, document id): record}; the last record of a key wins, as in a resumed run."""
     records = {}
-    for n, line in _lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BabelevalError(f"{path}:{n}: malformed JSON ({exc.msg}); is the run still writing it?") from None
-        missing = [k for k in REQUIRED if not isinstance(record, dict) or k not in record]
+    for raw in read_file(path, "jsonl"):
+        missing = [k for k in REQUIRED if k not in raw.fields]
         if missing:
-            raise BabelevalError(f"{path}:{n}: record without field {missing[0]!r}; not a babeleval samples file")
-        records[(record["key"], str(record["id"]))] = record
+            raise BabelevalError(f"{raw.origin}: record without field {missing[0]!r}; not a babeleval samples file")
+        records[(raw.fields["key"], str(raw.fields["id"]))] = raw.fields
     return records
 
 

@@ -76,6 +76,9 @@ def blocks(comparison: dict, folder: Path, level: int = 2, prefix: str = "c") ->
     """Per task: the leaderboard, its chart, the paired differences and what is significant."""
     out = []
     for index, (name, task) in enumerate(comparison["tasks"].items()):
+        if "skipped" in task:
+            out += [Heading(level, name), Paragraph(f"Not compared: {task['skipped']}.")]
+            continue
         out += [Heading(level, f"{name}: leaderboard ({task['leaderboard']['metric']})"),
                 Paragraph(f"Cells: score ± standard error #rank; {TIED} tied with the language's best (their paired "
                           f"difference is not significant after {task['correction']} correction across the task's "
@@ -99,9 +102,13 @@ def _csv(path: Path, header: list[str], rows: list[list]) -> None:
         writer.writerows(rows)
 
 
+def _compared(comparison: dict) -> list[tuple[str, dict]]:
+    return [(name, task) for name, task in comparison["tasks"].items() if "skipped" not in task]
+
+
 def leaderboard_rows(comparison: dict) -> list[list]:
     rows = []
-    for name, task in comparison["tasks"].items():
+    for name, task in _compared(comparison):
         board, cells = task["leaderboard"], {c["label"]: c for c in task["cells"]}
         for row in board["rows"]:
             for column in board["columns"]:
@@ -128,7 +135,7 @@ def write_tables(comparison: dict, output: Path) -> list[Path]:
     _csv(paths[1], LEADERBOARD_CSV, leaderboard_rows(comparison))
     _csv(paths[2], DIFFERENCES_CSV, [[name, task["metric"], d["cell"], d["a"], d["b"], d["n"], d["a_value"], d["b_value"],
                                       d["difference"], d["low"], d["high"], d["p"], d["p_corrected"], d["test"], d["status"]]
-                                     for name, task in comparison["tasks"].items() for d in task["differences"]])
+                                     for name, task in _compared(comparison) for d in task["differences"]])
     return paths
 
 

@@ -11,6 +11,7 @@ of paths with format "lines": line i of each file is one document, the fields na
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ class Raw:
 
 def _text(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
+        return (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         raise BabelevalError(f"{path}:{line}: not UTF-8 (byte 0x{exc.object[exc.start]:02x}); "
