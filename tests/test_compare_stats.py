@@ -104,3 +104,25 @@ def test_corrections_equal_statsmodels(method, reference):
     tested = multipletests([0.01, 0.04, 0.03], method=reference)[1]
     assert adjust(with_gaps, method) == pytest.approx([tested[0], None, tested[1], tested[2], None])
     assert adjust([0.01, 0.2], "none") == [0.01, 0.2]
+
+
+def test_knn_macro_f1_of_summed_label_counts_equals_sklearn():
+    """multilingual-e5's kNN predictions on NusaX (real records): on every resample the
+    macro F1 of the summed one-hot counts is sklearn's over the resampled questions."""
+    import gzip
+
+    from sklearn.metrics import f1_score
+
+    from babeleval.compare.paired import metric_kind, statistics
+
+    lines = gzip.open(EXAMPLES / "miners-e5" / "samples_nusax-knn.jsonl.gz", "rt", encoding="utf-8").read().splitlines()
+    records = [r for r in map(json.loads, lines) if r["key"] == "javanese|setting=monolingual"]
+    assert metric_kind(records, "macro_f1@5", "nusax-knn") == "labels"
+    assert metric_kind(records, "accuracy@5", "nusax-knn") == "binary"
+    stats, score = statistics(records, "macro_f1@5", "labels")
+    gold, predicted = np.array([r["gold"] for r in records]), np.array([r["prediction@5"] for r in records])
+    for row in np.random.default_rng(1).choice(len(records), size=(30, len(records))):
+        assert score(stats[row].sum(0)) == pytest.approx(f1_score(gold[row], predicted[row], average="macro",
+                                                                  zero_division=0), abs=1e-12)
+    accuracy, _ = statistics(records, "accuracy@5", "binary")
+    assert accuracy[:, 0].tolist() == [float(g == p) for g, p in zip(gold, predicted)]

@@ -4,8 +4,14 @@ numbers. The test follows what the metric is, not its name:
   (acc 0/1, exact match 0/100): McNemar's exact test;
 - "corpus": chrF, chrF++, BLEU, TER are computed from summed n-gram statistics, never
   averaged from sentences: paired bootstrap of the statistics;
-- "mean": any other per-question value (F1, acc_per_token): paired bootstrap of the mean."""
+- "mean": any other per-question value (F1, acc_per_token): paired bootstrap of the mean;
+- "labels": kNN classification's macro F1 (macro_f1@k, majority_macro_f1), a statistic of
+  the whole label set: each question contributes one-hot gold, predicted and hit counts,
+  summed per resample, so a resample's macro F1 is sklearn's over the labels it holds.
+  (kNN accuracy@k is binary: the predicted label is the gold one or not.)"""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -14,13 +20,33 @@ from .stats import RESAMPLES, SEED, mcnemar_exact, paired_bootstrap
 
 CORPUS = ("chrf", "chrf++", "bleu", "ter")
 LOWER_IS_BETTER = ("ter",)
-TESTS = {"binary": "McNemar exact", "mean": "paired bootstrap", "corpus": "paired bootstrap (corpus statistics)"}
+TESTS = {"binary": "McNemar exact", "mean": "paired bootstrap", "corpus": "paired bootstrap (corpus statistics)",
+         "labels": "paired bootstrap (label counts)"}
+
+
+def _label_field(metric: str) -> str | None:
+    """The record field holding the predicted label a kNN metric is computed from."""
+    if m := re.fullmatch(r"(?:macro_f1|accuracy)@(\d+)", metric):
+        return f"prediction@{m.group(1)}"
+    if m := re.fullmatch(r"(majority|random)_(?:macro_f1|accuracy)", metric):
+        return m.group(1)
+    return None
+
+
+def _values(records: list[dict], metric: str) -> list:
+    """Per-question values: the record's own field, or whether a kNN prediction is the gold label."""
+    field = _label_field(metric)
+    if metric not in (records[0] if records else {}) and field and all(field in r and "gold" in r for r in records):
+        return [float(r[field] == r["gold"]) for r in records]
+    return [r.get(metric) for r in records]
 
 
 def metric_kind(records: list[dict], metric: str, task: str) -> str:
     if metric in CORPUS:
         return "corpus"
-    values = [r.get(metric) for r in records]
+    if "macro_f1" in metric and _label_field(metric) and all(_label_field(metric) in r and "gold" in r for r in records):
+        return "labels"
+    values = _values(records, metric)
     if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         present = sorted(k for k, v in (records[0] if records else {}).items()
                          if isinstance(v, float) and k not in ("gold", "prediction"))
@@ -33,14 +59,36 @@ def metric_kind(records: list[dict], metric: str, task: str) -> str:
 
 def statistics(records: list[dict], metric: str, kind: str):
     """[n, k] per-question statistics and the score of summed statistics (None: a mean)."""
+    if kind == "labels":
+        return _label_counts([r["gold"] for r in records], [r[_label_field(metric)] for r in records])
     if kind != "corpus":
-        return np.array([[r[metric]] for r in records], np.float64), None
+        return np.array(_values(records, metric), np.float64)[:, None], None
     from ..metrics.generation import GenerationMetric, _streams
 
     if any("prediction" not in r or "references" not in r for r in records):
         raise BabelevalError(f"{metric} needs each record's prediction and references; these records have none")
     return GenerationMetric(metric)._statistics([r["prediction"] for r in records],
                                                 _streams([r["references"] for r in records]))
+
+
+def _label_counts(gold: list, predicted: list):
+    """[n, 3 x labels]: one-hot gold, predicted and hit per question; macro F1 of summed counts."""
+    labels = {label: i for i, label in enumerate(sorted(set(map(str, gold)) | set(map(str, predicted))))}
+    width = len(labels)
+    stats = np.zeros((len(gold), 3 * width))
+    rows = np.arange(len(gold))
+    g, p = np.array([labels[str(x)] for x in gold], int), np.array([labels[str(x)] for x in predicted], int)
+    stats[rows, g] = 1
+    stats[rows, width + p] = 1
+    stats[rows[g == p], 2 * width + g[g == p]] = 1
+
+    def macro_f1(summed):
+        summed = np.asarray(summed, np.float64)
+        seen, hits = summed[:width] + summed[width:2 * width], summed[2 * width:]
+        present = seen > 0
+        return float(np.mean(2 * hits[present] / seen[present]))
+
+    return stats, macro_f1
 
 
 def value(records: list[dict], metric: str, kind: str) -> float:
