@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import BabelevalError
 from ..report.blocks import Figure, Heading, Paragraph, Table, html_page, markdown
-from ..report.plots import bar_chart
+from ..report.plots import _pyplot, _save, bar_chart
 from ..report.sections import number
 from ..results import write_json_atomic
 
@@ -59,6 +59,35 @@ def _chart(name: str, task: dict, folder: Path, stem: str) -> Figure:
                                                     "95% interval of each run's score")
 
 
+def _difference_chart(name: str, task: dict, folder: Path, stem: str) -> Figure | None:
+    """Each pair's difference per cell with its 95% paired interval, a line at zero: an
+    interval that crosses it is a difference the questions do not support."""
+    tested = [d for d in task["differences"] if d["low"] is not None]
+    if not tested:
+        return None
+    cells = list(dict.fromkeys(d["cell"] for d in tested))
+    pairs = list(dict.fromkeys((d["a"], d["b"]) for d in tested))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 1.4 + len(cells) * max(0.25, 0.12 * len(pairs))))
+    for k, pair in enumerate(pairs):
+        rows = [d for d in tested if (d["a"], d["b"]) == pair]
+        ys = [cells.index(d["cell"]) + (k - (len(pairs) - 1) / 2) * 0.8 / len(pairs) for d in rows]
+        xs = [d["difference"] for d in rows]
+        ax.errorbar(xs, ys, xerr=[[x - d["low"] for x, d in zip(xs, rows)], [d["high"] - x for x, d in zip(xs, rows)]],
+                    fmt="o", capsize=2, label=f"{pair[0]} - {pair[1]}")
+    ax.axvline(0, color="#555", linewidth=0.8)
+    ax.set_yticks(range(len(cells)), cells, fontsize=8)
+    ax.set_ylim(len(cells) - 0.5, -0.5)
+    ax.set_xlabel(f"difference in {task['metric']} (95% paired bootstrap interval)")
+    ax.set_title(f"{name}: paired differences", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    paths = _save(fig, folder / stem)
+    plt.close(fig)
+    return Figure(f"{folder.name}/{paths[0].name}", f"{name}: each pair's difference per language with its 95% "
+                                                    "paired interval; one that crosses zero is not a difference")
+
+
 def _significance(task: dict) -> Paragraph:
     """What a reader may and may not claim, in words."""
     tested = [d for d in task["differences"] if d["p_corrected"] is not None]
@@ -91,6 +120,7 @@ def blocks(comparison: dict, folder: Path, level: int = 2, prefix: str = "c") ->
                           f" for p; the 95% interval is the 2.5-97.5 percentile of {comparison['settings']['resamples']:,} "
                           f"paired bootstrap resamples (seed {comparison['settings']['seed']})."),
                 differences_table(task["differences"], task["correction"]),
+                *filter(None, [_difference_chart(name, task, folder, f"{prefix}{index:02d}-differences")]),
                 _significance(task)]
     return out
 
