@@ -146,6 +146,36 @@ def _device_counts(text: str) -> list[int]:
     return sorted({int(p) for p in parts})
 
 
+@cli.command("lm-eval")
+@click.option("--model", "model_spec", default=None, help="As for `run` (default: smollm2-135m).")
+@click.option("--tasks", required=True, help="lm-eval task names or YAML files, comma-separated.")
+@click.option("--include_path", default=None, help="A folder of your own lm-eval task YAML files.")
+@click.option("--num_fewshot", type=click.IntRange(min=0), default=None)
+@click.option("--limit", type=float, default=None, help="Documents per task (below 1: a fraction of the task).")
+@click.option("--apply_chat_template", is_flag=True, help="Render prompts with the model's own chat template.")
+@click.option("--fewshot_as_multiturn", is_flag=True, help="Few-shot examples as chat turns (with --apply_chat_template).")
+@click.option("--system_instruction", default=None)
+@click.option("--log_samples", is_flag=True, help="Also write lm-eval's samples_<task>_*.jsonl (with --output_path).")
+@click.option("--output_path", default=None, help="Where lm-eval's results (and samples) files go.")
+@click.option("--gen_kwargs", default=None, help="lm-eval's k=v,k=v generation settings (greedy only).")
+@click.option("--seed", default=None, help="lm-eval's: one value, or python,numpy,torch,fewshot (default 0,1234,1234,1234).")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
+@click.option("--batch_size", default="auto", show_default=True, callback=_batch_size)
+@click.option("--max_length", type=click.IntRange(min=2), default=None, help="Tokens per request (default: the model's).")
+@friendly
+def lm_eval_command(model_spec, tasks, include_path, num_fewshot, limit, apply_chat_template, fewshot_as_multiturn,
+                    system_instruction, log_samples, output_path, gen_kwargs, seed, dtype, batch_size, max_length):
+    """Run lm-evaluation-harness tasks on babeleval's engines; writes and prints what `lm_eval` does."""
+    from babeleval.lm_eval.run import report, run_lm_eval
+    from babeleval.loading import DEFAULT_MODEL
+
+    results, stats = run_lm_eval(model_spec or DEFAULT_MODEL, tasks.split(","), include_path, num_fewshot,
+                                 int(limit) if limit and limit >= 1 else limit, apply_chat_template, fewshot_as_multiturn,
+                                 system_instruction, log_samples, output_path, gen_kwargs, seed, dtype, batch_size,
+                                 max_length)
+    click.echo(report(results, stats))
+
+
 @cli.command()
 @click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--output", type=click.Path(path_type=Path), default=Path("results/report"), show_default=True)

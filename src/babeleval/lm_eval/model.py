@@ -1,0 +1,224 @@
+"""BabelevalLM: an lm-evaluation-harness model backend over babeleval's engines.
+
+lm-eval hands a backend all of a task's requests at once; they go to the Scorer in one call
+(packed rows, a shared prefix computed once, duplicates scored once) and to the Generator in
+one call per generation-settings group. Tokenisation is lm-eval's HF backend's (HFLM), so the
+numbers are the same: the context/continuation split is TemplateLM's own code (_encode_pair:
+trailing context spaces moved to the continuation; an empty context scored after the prefix
+token, BOS else EOS), tok_encode adds special tokens as the model's tokenizer does unless the
+text already starts with BOS (a rendered chat template), a request longer than max_length
+keeps its last max_length + 1 tokens, and rolling windows are lm_eval.utils' own.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+from lm_eval.api.model import TemplateLM
+from lm_eval.models.utils import handle_stop_sequences, has_bos_prefix, normalize_gen_kwargs, postprocess_generated_text
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+from babeleval.engine.generate import Generator
+from babeleval.engine.scoring import Scorer
+from babeleval.errors import BabelevalError
+from babeleval.requests import Generate, GenerateResult
+
+
+class ExactGenerator(Generator):
+    """HFLM's prompts and texts: the prompt encoded by the backend's tok_encode (BOS as the
+    tokenizer adds it, not twice after a chat template) and cut to its last max_length -
+    max_gen_toks tokens; the text decoded up to EOS and cut at the first stop string, and
+    nothing else (the base Generator also drops a partial UTF-8 character at a length cut,
+    which HF's decode keeps as U+FFFD)."""
+
+    def __init__(self, model, encode, **kwargs):
+        super().__init__(model, **kwargs)
+        self.encode = encode
+
+    def prompt_tokens(self, context: str, max_new: int) -> list[int]:
+        ids = self.encode(context)
+        if len(ids) > self.max_length - max_new:
+            self.stats.truncated += 1
+        return ids[-(self.max_length - max_new):]
+
+    def _result(self, ids: list[int], stops, max_chars: int | None) -> GenerateResult:
+        tok = self.model.tokenizer
+        ids = [t for t in ids if t >= 0]
+        if tok.eos_id in ids:
+            ids = ids[:ids.index(tok.eos_id)]
+        self.stats.new_tokens += len(ids)
+        return GenerateResult(postprocess_generated_text(tok.decode(ids), list(stops), None), "", len(ids))
+
+
+@dataclass
+class WorkCounts:
+    """What a no-sharing engine (HFLM: every request's tokens on their own) would compute."""
+
+    scoring_requests: int = 0
+    scoring_tokens_alone: int = 0
+    generation_requests: int = 0
+    seconds: float = 0.0
+
+
+class BabelevalLM(TemplateLM):
+    def __init__(self, pretrained="smollm2-135m", dtype: str = "float32", max_length: int | None = None,
+                 batch_size: int | None = None, add_bos_token: bool | None = None, max_gen_toks: int = 256,
+                 share_prefixes: bool = True, **unused):
+        """pretrained: a LoadedModel or any model spec `babeleval run` accepts; max_length:
+        the model's own limit by default (as HFLM); add_bos_token: None = as the model's
+        tokenizer does (Gemma adds BOS), True/False forces it; max_gen_toks: HFLM's default."""
+        super().__init__()
+        if isinstance(pretrained, str):
+            from babeleval.loading import load_model
+
+            pretrained = load_model(pretrained, dtype=dtype)
+        self.model = pretrained
+        self.tok = pretrained.tokenizer
+        self.max_length = min(int(max_length or pretrained.config.max_positions), pretrained.config.max_positions)
+        self.add_bos_token = add_bos_token
+        self._max_gen_toks = int(max_gen_toks)
+        batch_size = None if batch_size in (None, "auto") else int(batch_size)
+        # a request keeps max_length + 1 tokens (its last token is only a target)
+        self.scorer = Scorer(pretrained, max_length=self.max_length + 1, batch_size=batch_size,
+                             share_prefixes=share_prefixes)
+        self.generator = ExactGenerator(pretrained, self.tok_encode, max_length=self.max_length, batch_size=batch_size,
+                                        share_prefixes=share_prefixes)
+        self.work = WorkCounts()
+        self._chat = None
+
+    # -- tokenisation, as HFLM ------------------------------------------------------------
+    @property
+    def eot_token_id(self) -> int:
+        return self.tok.eos_id
+
+    @property
+    def prefix_token_id(self) -> int:
+        return self.tok.bos_id if self.tok.bos_id is not None else self.tok.eos_id
+
+    @property
+    def max_gen_toks(self) -> int:
+        return self._max_gen_toks
+
+    def special_text(self, token_id: int | None) -> str | None:
+        """A token's text with special tokens spelled out (HF's decode(id), skip_special_tokens=False)."""
+        if token_id is None:
+            return None
+        backend = getattr(self.tok, "backend", None)
+        return backend.decode([token_id], skip_special_tokens=False) if backend is not None else self.tok.decode([token_id])
+
+    def _adds_special_tokens(self) -> bool:
+        """What HF's encode(text) does by default: the tokenizer's post-processor, or the
+        family's BOS (a GGUF's add_bos_token)."""
+        return bool(self.tok.prefix) or self.tok.encode_batch(["a"], special_tokens=True)[0] != self.tok.encode("a")
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, left_truncate_len=None, **kwargs):
+        add = add_special_tokens if add_special_tokens is not None else self.add_bos_token
+        if add_special_tokens is None and has_bos_prefix(string, self.special_text(self.prefix_token_id)):
+            add = False
+        if add is None:
+            add = self._adds_special_tokens()
+        if not add:
+            ids = self.tok.encode(string)
+        elif self.tok.prefix:
+            ids = self.tok.prefix + self.tok.encode(string)
+        else:
+            ids = self.tok.encode_batch([string], special_tokens=True)[0]
+        return ids[-left_truncate_len:] if left_truncate_len else ids
+
+    def tok_decode(self, tokens, skip_special_tokens: bool = True) -> str:
+        return self.tok.decode(tokens)
+
+    # -- requests -------------------------------------------------------------------------
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+        """All of lm-eval's (strings, context ids, continuation ids) in one Scorer call."""
+        start = time.time()
+        pairs = [(list(context), list(continuation)) for _, context, continuation in requests]
+        results = self.scorer.loglikelihood_tokens(pairs)
+        self.work.scoring_requests += len(pairs)
+        self.work.scoring_tokens_alone += sum(min(len(c) + len(k), self.max_length + 1) - 1 for c, k in pairs)
+        self.work.seconds += time.time() - start
+        return [(r.logprob, r.is_greedy) for r in results]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Every document's windows as HFLM draws them (max_length tokens each, the first after
+        the prefix token), all documents' windows in one Scorer call, summed per document."""
+        windows, owners = [], []
+        for k, (text,) in enumerate(req.args for req in requests):
+            for context, continuation in map(make_disjoint_window, get_rolling_token_windows(
+                    token_list=self.tok_encode(text), prefix_token=self.prefix_token_id,
+                    max_seq_len=self.max_length, context_len=1)):
+                windows.append((None, context, continuation))
+                owners.append(k)
+        totals = [0.0] * len(requests)
+        for k, (logprob, _) in zip(owners, self._loglikelihood_tokens(windows)):
+            totals[k] += logprob
+        for req, total in zip(requests, totals):
+            self.cache_hook.add_partial("loglikelihood_rolling", req.args, total)
+        return totals
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy: every request with its until strings (and EOS) and max_gen_toks; a request
+        asking for sampling is refused (this engine only decodes greedily)."""
+        start = time.time()
+        eos = self.special_text(self.eot_token_id)
+        asks = []
+        for req in requests:
+            context, gen_kwargs = req.args
+            kwargs = normalize_gen_kwargs(copy.deepcopy(gen_kwargs), self.max_gen_toks)
+            if kwargs.get("do_sample") or float(kwargs.get("temperature") or 0.0) > 0.0:
+                raise BabelevalError(f"task {req.task_name}: generation asks for sampling ({gen_kwargs}); babeleval's "
+                                     "engine decodes greedily only: set do_sample: false / temperature: 0 in the "
+                                     "task's generation_kwargs or pass --gen_kwargs do_sample=false,temperature=0")
+            until = tuple(handle_stop_sequences(kwargs.pop("until", None), eos=eos))
+            asks.append(Generate(context, until, kwargs.pop("max_gen_toks")))
+        texts = [r.text for r in self.generator.generate_results(asks)]
+        for req, text in zip(requests, texts):
+            self.cache_hook.add_partial("generate_until", req.args, text)
+        self.work.generation_requests += len(asks)
+        self.work.seconds += time.time() - start
+        return texts
+
+    # -- chat templates -------------------------------------------------------------------
+    @property
+    def tokenizer_name(self) -> str:
+        return str(self.model.source).replace("/", "__")
+
+    def _template(self):
+        if self._chat is None:
+            from babeleval.chat import ChatTemplate
+
+            self._chat = ChatTemplate.from_model(self.model)
+            if self._chat is None:
+                raise BabelevalError(f"{self.model.source}: the model has no chat template (tokenizer_config.json "
+                                     "chat_template or GGUF tokenizer.chat_template): run without --apply_chat_template")
+        return self._chat
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        if chat_template is False or chat_template is None:
+            return None
+        return self._template().source
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """As HFLM: transformers' rendering (continue_final_message when no generation prompt)."""
+        rendered = self._template().render(chat_history, add_generation_prompt=add_generation_prompt)
+        if not add_generation_prompt and chat_history:
+            final = chat_history[-1]["content"].strip()
+            rendered = rendered[:rendered.rindex(final) + len(final)]
+        return rendered
+
+    def get_model_info(self) -> dict:
+        return {"model_source": str(self.model.source), "model_num_parameters": self.model.num_params,
+                "model_dtype": str(self.model.dtype)}
+
+    def engine_stats(self) -> dict:
+        """Tokens computed against a no-sharing engine, prefix reuse, seconds."""
+        s, g = self.scorer.stats, self.generator.stats
+        return {"scoring": {"requests": self.work.scoring_requests, "tokens_computed": s.tokens_computed,
+                            "tokens_without_sharing": self.work.scoring_tokens_alone, "duplicates": s.duplicates,
+                            "prefixes": s.prefixes, "prefix_tokens_reused": s.prefix_tokens_reused,
+                            "truncated": s.truncated, "seconds": round(s.seconds, 2)},
+                "generation": {"requests": self.work.generation_requests, "prompt_tokens": g.prompt_tokens,
+                               "prefix_tokens_reused": g.prefix_tokens_reused, "new_tokens": g.new_tokens,
+                               "truncated": g.truncated, "seconds": round(g.seconds, 2)},
+                "seconds": round(self.work.seconds, 2)}
