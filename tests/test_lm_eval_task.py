@@ -1,0 +1,159 @@
+"""`babeleval run --task lm-eval:FILE` against a plain lm-eval run on the same SmolLM2
+weights (lm_eval.simple_evaluate, its HF backend HFLM on the transformers model): XCOPA-sw
+through lm-eval's own xcopa functions (`!function`, `include:`), zero-shot and 3-shot (the
+few-shot sampler seeded as simple_evaluate seeds it), a run torn by a kill and resumed, and
+choice orders on a prompt-listing MCQ (SIB-200 Swahili with the seven topics as lettered
+options): the options re-rendered in the prompt, the gold moved with them, the original
+order equal to lm-eval's own records; a task whose options are not in the prompt is refused
+in one line."""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from babeleval.cli.main import cli
+from babeleval.errors import BabelevalError
+from babeleval.evaluate import evaluate, prepare_task
+from babeleval.tasks.files import find_tasks
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "lm_eval_run"
+XCOPA, SIB = FIXTURES / "xcopa_sw_local.yaml", FIXTURES / "sib200_swh_options.yaml"
+N = 24
+N_SIB = 16  # x 3 orders x 7 options
+
+
+@pytest.fixture(autouse=True)
+def at_repo_root(monkeypatch, shared_data):
+    monkeypatch.chdir(ROOT)  # the fixtures name their data as ../shared/data, relative to where lm-eval runs
+
+
+@pytest.fixture(scope="module")
+def hflm():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from lm_eval_peer import lm_eval_model
+    from real_models import ours, reference
+
+    return lm_eval_model(ours("smollm2-135m"), reference("smollm2-135m"))
+
+
+def plain_lm_eval(lm, task_file: Path, limit: int, num_fewshot=None) -> list[dict]:
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_defaults=False, include_path=str(FIXTURES))  # not lm-eval's 10k files: 8 s a call
+    results = lm_eval.simple_evaluate(model=lm, tasks=[str(task_file)], limit=limit, num_fewshot=num_fewshot,
+                                      log_samples=True, batch_size=8, task_manager=manager)
+    (samples,) = results["samples"].values()
+    return sorted(samples, key=lambda s: s["doc_id"])
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def ours_model():
+    from real_models import ours
+
+    return ours("smollm2-135m")
+
+
+def assert_same_as_lm_eval(ours_records: list[dict], reference: list[dict]) -> None:
+    assert [r["id"] for r in ours_records] == [str(s["doc_id"]) for s in reference]
+    got = np.array([r["loglikelihoods"] for r in ours_records])
+    want = np.array([[float(resp[0][0]) for resp in s["resps"]] for s in reference])
+    assert np.all(np.abs(got - want) <= np.maximum(1e-3, 5e-5 * np.abs(want)))
+    for name in ("acc", "acc_norm"):
+        assert [r[name] for r in ours_records] == [s[name] for s in reference]
+
+
+@pytest.fixture(scope="module")
+def zero_shot(tmp_path_factory):
+    out = tmp_path_factory.mktemp("zero_shot")
+    return out, evaluate(ours_model(), [f"lm-eval:{XCOPA}"], out, limit=N, progress=False, compile_cache=False)
+
+
+def test_xcopa_through_lm_eval_functions_equals_plain_lm_eval(zero_shot, hflm):
+    out, summary = zero_shot
+    task = summary["tasks"]["lm-eval-xcopa_sw_local"]
+    reference = plain_lm_eval(hflm, XCOPA, N)
+    assert_same_as_lm_eval(records(out / "samples_lm-eval-xcopa_sw_local.jsonl"), reference)
+    assert task["metrics"]["acc"] == pytest.approx(np.mean([s["acc"] for s in reference]))
+    assert task["metrics"]["acc_stderr"] == pytest.approx(np.std([s["acc"] for s in reference], ddof=1) / np.sqrt(N))
+    assert task["subsets"]["xcopa_sw_local"]["n"] == N
+
+
+def test_three_shot_resumed_after_a_kill_equals_plain_lm_eval(tmp_path, hflm):
+    """lm-eval's random few-shot sampler draws in document order from one seeded generator: a
+    resumed run must still give every document the demonstrations a plain run gives it."""
+    fewshot = {"fewshot": {"n": 3}}
+    evaluate(ours_model(), [f"lm-eval:{XCOPA}"], tmp_path, limit=N, progress=False, compile_cache=False, overrides=fewshot)
+    samples = tmp_path / "samples_lm-eval-xcopa_sw_local.jsonl"
+    full = records(samples)
+    lines = samples.read_text().splitlines(keepends=True)
+    samples.write_text("".join(lines[:9]) + lines[9][:40])  # killed while writing record 10
+    summary = evaluate(ours_model(), [f"lm-eval:{XCOPA}"], tmp_path, limit=N, progress=False, compile_cache=False,
+                       overrides=fewshot)
+    assert summary["tasks"]["lm-eval-xcopa_sw_local"]["resumed"] == 9
+    resumed = sorted(records(samples), key=lambda r: int(r["id"]))
+    assert [r["prompt_hash"] for r in resumed] == [r["prompt_hash"] for r in full]  # the same demonstrations
+    reference = plain_lm_eval(hflm, XCOPA, N, num_fewshot=3)
+    assert_same_as_lm_eval(full, reference)
+    assert_same_as_lm_eval(resumed, reference)
+
+
+def test_changed_task_file_is_not_resumed_into(zero_shot, tmp_path):
+    """The signature hashes lm-eval's own config dump (the utils function's source included)."""
+    out, _ = zero_shot
+    folder = tmp_path / "tasks"
+    shutil.copytree(FIXTURES, folder)
+    shutil.copy(out / "samples_lm-eval-xcopa_sw_local.jsonl", tmp_path / "samples_lm-eval-xcopa_sw_local.jsonl")
+    changed = (folder / XCOPA.name).read_text().replace("utils.doc_to_text_sw", "utils.doc_to_text_ta")
+    (folder / XCOPA.name).write_text(changed)
+    with pytest.raises(BabelevalError, match="written by another configuration"):
+        evaluate(ours_model(), [f"lm-eval:{folder / XCOPA.name}"], tmp_path, limit=N, progress=False, compile_cache=False)
+
+
+def test_choice_orders_on_listed_options(tmp_path, hflm, shared_data):
+    result = CliRunner().invoke(cli, ["run", "--quiet", "--task", f"lm-eval:{SIB}", "--choice-orders",
+                                      "original,shuffle:2", "--limit", str(N_SIB), "--output", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rs = records(tmp_path / "samples_lm-eval-sib200_swh_options.jsonl")
+    by_order = {o: sorted((r for r in rs if r["variant"]["order"] == o), key=lambda r: int(r["id"]))
+                for o in ("original", "shuffle-1", "shuffle-2")}
+    assert [len(v) for v in by_order.values()] == [N_SIB] * 3
+    original = by_order["original"]
+    for order in ("shuffle-1", "shuffle-2"):
+        for base, moved in zip(original, by_order[order]):
+            assert moved["gold"] == moved["order"].index(base["gold"])  # the gold letter follows its topic
+            assert moved["target"] == base["target"]  # the same topic, by text
+            assert moved["chosen"] == base["target"] if moved["acc"] else moved["chosen"] != base["target"]
+            assert moved["prompt_hash"] != base["prompt_hash"] and moved["loglikelihoods"] != base["loglikelihoods"]
+    # the prompt is re-rendered by the task's own template with the options in the new order
+    unit = next(u for u in prepare_task(find_tasks(f"lm-eval:{SIB}", overrides={"choice_orders": ["original", "shuffle:1"]})[0],
+                                        limit=1) if u.variant.order == "shuffle-1")
+    item = unit.items[0]
+    listed = [line.split(". ", 1)[1] for line in item.instances[0].args[0].splitlines()[-8:-1]]
+    topics = (shared_data / "sib200" / "labels.txt").read_text().split()
+    assert item.order != tuple(range(7)) and listed == [topics[i] for i in item.order]
+    task = json.loads((tmp_path / "results.json").read_text())["tasks"]["lm-eval-sib200_swh_options"]
+    axis = task["axes"]["order"]
+    scores = [axis["values"][o]["acc"] for o in ("original", "shuffle-1", "shuffle-2")]
+    assert scores == [pytest.approx(np.mean([r["acc"] for r in by_order[o]])) for o in by_order]
+    assert axis["spread"] == pytest.approx(max(scores) - min(scores))
+    same = np.mean([len({by_order[o][i]["chosen"] for o in by_order}) == 1 for i in range(N_SIB)])
+    assert axis["consistency"] == pytest.approx(same)
+    assert_same_as_lm_eval(original, plain_lm_eval(hflm, SIB, N_SIB))
+
+
+def test_choice_orders_refused_where_options_are_not_in_the_prompt():
+    with pytest.raises(BabelevalError) as error:
+        find_tasks(f"lm-eval:{XCOPA}", overrides={"choice_orders": ["original", "shuffle:2"]})
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("lm-eval task xcopa_sw_local: --choice-orders cannot reorder it: its prompt does not list")
