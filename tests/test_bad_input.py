@@ -45,9 +45,13 @@ def refused(result, *messages):
 
 CASES = {
     "missing field": ([{k: v for k, v in ROW.items() if k != "b"}], {}, ["rows.jsonl:1", "'b'"]),
-    "unknown answer label": ([{**ROW, "answer": "Z"}], {}, ["rows.jsonl:1", "'Z' is not an option"]),
-    "empty choice": ([{**ROW, "b": ""}], {}, ["rows.jsonl:1", "choice 2 of 3 is empty"]),
-    "duplicate choices": ([{**ROW, "c": "Tuesday"}], {}, ["rows.jsonl:1", "duplicate", "Tuesday"]),
+    # rows that can be scored are kept by default (tests/test_bad_rows.py); bad_rows: error refuses them
+    "unknown answer label": ([{**ROW, "answer": "Z"}], {"extra": "bad_rows: {unknown_target: error}"},
+                             ["rows.jsonl:1", "'Z' is not an option", "bad_rows: {unknown_target: keep}"]),
+    "empty choice": ([{**ROW, "b": ""}], {"extra": "bad_rows: {empty_choice: error}"},
+                     ["rows.jsonl:1", "choice 2 of 3 is empty"]),
+    "duplicate choices": ([{**ROW, "c": "Tuesday"}], {"extra": "bad_rows: {duplicate_choices: error}"},
+                          ["rows.jsonl:1", "duplicate", "Tuesday"]),
     "duplicate ids": ([ROW, ROW], {}, ["rows.jsonl:2", "duplicate document id '1'", "rows.jsonl:1"]),
     "template names a missing field": ([ROW], {"prompt": "{{ question }} {{ hint }}"}, ["rows.jsonl:1", "hint"]),
 }

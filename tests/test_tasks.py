@@ -173,7 +173,7 @@ def test_jsonl_errors_name_file_line_and_field(tmp_path):
         items(task, None)
     (tmp_path / "rows.jsonl").write_text(json.dumps({**good, "option2": " "}), encoding="utf-8")
     with pytest.raises(BabelevalError, match=r"rows\.jsonl:1: choice 2 of 3 is empty"):
-        items(task, None)
+        items(mc_task(tmp_path, [{**good, "option2": " "}], "bad_rows: {empty_choice: error}"), None)
     (tmp_path / "rows.jsonl").write_bytes(json.dumps(good).encode() + b'\n{"id": "\xff"}\n')
     with pytest.raises(BabelevalError, match=r"rows\.jsonl:2: not UTF-8 \(byte 0xff\)"):
         items(task, None)

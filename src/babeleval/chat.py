@@ -101,6 +101,12 @@ class ChatTemplate:
 
         return text_hash(self.source)
 
+    @property
+    def identity(self) -> dict:
+        """What a task signature holds of a template: the text's hash and the special tokens it is
+        rendered with (not where the file lies)."""
+        return {"hash": self.hash, "special_tokens": self.special_tokens}
+
     def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """messages: [{"role": "system"|"user"|"assistant", "content": str}, ...] (keys whose
         value is None are dropped, as transformers does)."""

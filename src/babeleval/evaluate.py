@@ -23,7 +23,9 @@ from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
 from .runlog import RunLog
 from .results import SCHEMA_VERSION, cannot_write, summarise, write_json_atomic
+from .tasks.bad_rows import report_bad_rows
 from .tasks.bitext import Bitext
+from .tasks.chat_prompts import resolve_chat
 from .tasks.config import TaskConfig, Variant
 from .tasks.documents import load_documents, load_pool, load_shots
 from .tasks.files import find_tasks
@@ -203,11 +205,13 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
     aggregate = units[0].kind.aggregate if units else (lambda rs: {"n": 0})
     summary = summarise(records, aggregate, task.main_metric, task.axes, task.breakdown, task.axis_groups)
     metric_signatures = units[0].kind.signatures() if units and hasattr(units[0].kind, "signatures") else {}
+    bad_rows = report_bad_rows(task.name, units)
     search = {u.variant.key: u.kind.report() for u in units if hasattr(u.kind, "report") and u.kind.report()}
     return {"task": task.name, "version": task.version, "kind": task.kind, "protocol": task.protocol,
             "signature": task.signature, "source": task.source, "license": task.license,
             "languages": {s: m for s, m in task.subsets.items()}, "main_metric": task.main_metric,
             **summary, "metric_signatures": metric_signatures, **({"search": search} if search else {}),
+            **({"bad_rows": bad_rows} if bad_rows else {}),
             "seconds": round(time.time() - start, 2), "resumed": resumed, "truncated": engines.truncated() - truncated_before}
 
 
@@ -241,6 +245,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     output = Path(output)
     started, embedded_before = time.time(), auxiliary_stats()  # retrievers embed while tasks are prepared
     configs = [c for t in tasks for c in ([t] if isinstance(t, TaskConfig) else find_tasks(t, task_dirs, overrides))]
+    configs = [resolve_chat(c, model) for c in configs]  # before prompts are built and signatures compared
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise BabelevalError(f"task {next(n for n in names if names.count(n) > 1)!r} given twice: give it once, "

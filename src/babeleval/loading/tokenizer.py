@@ -41,6 +41,12 @@ class Tokenizer:
         """Tokens the model expects before any text (BOS for Gemma-style models)."""
         return [self.special.bos_id] if self.special.add_bos and self.special.bos_id is not None else []
 
+    def with_prefix(self, ids: list[int]) -> list[int]:
+        """prefix + ids, unless ids already start with it (a chat template that writes BOS
+        itself, as Gemma's does): lm-eval's rule (has_bos_prefix), one BOS either way."""
+        prefix = self.prefix
+        return ids if prefix and ids[: len(prefix)] == prefix else prefix + ids
+
     unk_id: int | None = None
 
     def encode(self, text: str) -> list[int]:

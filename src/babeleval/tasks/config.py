@@ -29,10 +29,11 @@ LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 TOP_FIELDS = ("name", "version", "kind", "description", "protocol", "source", "citation", "license", "main_metric",
               "data", "subsets", "axes", "choice_orders", "order_seed", "doc_id", "prompt", "choices", "target",
               "target_delimiter", "scoring", "labels", "metrics", "fewshot", "generation", "source_text",
-              "target_text", "include", "tags", "vars", "breakdown", "axis_groups", "search", "ks", "fuse", "pool", "reverse")
+              "target_text", "include", "tags", "vars", "breakdown", "axis_groups", "search", "ks", "fuse", "pool", "reverse",
+              "chat", "bad_rows")
 VARIANT_FIELDS = ("data", "doc_id", "prompt", "choices", "target", "target_delimiter", "scoring", "labels",
                   "metrics", "fewshot", "generation", "source_text", "target_text", "vars", "search", "ks", "fuse",
-                  "pool", "reverse")
+                  "pool", "reverse", "chat", "bad_rows")
 SUBSET_FIELDS = ("language", "script", "only") + VARIANT_FIELDS
 DATA_FIELDS = ("path", "format", "key", "split", "hub", "builtin", "join")
 JOIN_FIELDS = ("path", "format", "key", "by", "prefix")
@@ -41,6 +42,9 @@ FEWSHOT_FIELDS = ("n", "split", "sampler", "seed", "separator", "header", "last_
 SEARCH_FIELDS = ("method", "metric", "M", "ef_construction", "ef", "recall_sample")
 FUSE_FIELDS = ("embedder", "weight")
 GENERATION_FIELDS = ("stop", "max_new_tokens", "max_new_chars")
+CHAT_FIELDS = ("template", "system", "fewshot_as_multiturn")
+BAD_ROW_FIELDS = ("duplicate_choices", "empty_choice", "unknown_target")
+BAD_ROW_POLICIES = ("keep", "skip", "error")
 
 
 def _suggest(value: str, choices) -> str:
@@ -104,6 +108,27 @@ class GenerationSpec:
 
 
 @dataclass(frozen=True)
+class ChatSpec:
+    """Prompts rendered through a chat template (tasks/chat_prompts.py). template: "model"
+    (the model's own) or a template file, until evaluate resolves it to a ChatTemplate for
+    the model being run; the signature then holds the template's hash."""
+
+    template: object = "model"
+    system: str | None = None
+    fewshot_as_multiturn: bool = True  # lm_eval.simple_evaluate's default
+
+
+@dataclass(frozen=True)
+class BadRows:
+    """What to do with a row that is not clean but can be scored (tasks/bad_rows.py): keep it
+    (scored as lm-eval scores it, flagged and counted), skip it (counted), or stop (error)."""
+
+    duplicate_choices: str = "keep"
+    empty_choice: str = "keep"
+    unknown_target: str = "keep"
+
+
+@dataclass(frozen=True)
 class Variant:
     """One (subset, axis values) combination, fully resolved."""
 
@@ -135,6 +160,8 @@ class Variant:
     fuse: tuple[tuple[str, float], ...] = ()  # DistFuse: (embedder spec or "model", weight)
     pool: DataSpec | None = None  # knn: where the labelled neighbours come from
     reverse: bool = False  # bitext: search target -> source (eng -> xx) instead
+    chat: ChatSpec | None = None
+    bad_rows: BadRows = BadRows()
     where: str = field(default="", compare=False)
 
     @property
@@ -144,9 +171,12 @@ class Variant:
 
     @property
     def signature(self) -> str:
-        """Hash of everything that changes a record: templates, fields, few-shot, scoring."""
-        fields = {k: v for k, v in self.__dict__.items() if k != "where"}
-        blob = json.dumps(fields, sort_keys=True, default=lambda o: o.__dict__, ensure_ascii=False)
+        """Hash of everything that changes a record: templates, fields, few-shot, scoring, the
+        chat template (its hash). Not the bad-row policy: a kept row's record is the same
+        whatever the policy (and no chat: signatures of runs before chat existed)."""
+        fields = {k: v for k, v in self.__dict__.items() if k not in ("where", "bad_rows") and not (k == "chat" and v is None)}
+        blob = json.dumps(fields, sort_keys=True, default=lambda o: getattr(o, "identity", None) or o.__dict__,
+                          ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
@@ -241,6 +271,28 @@ def _fuse(raw, where: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def _chat(raw, kind: str, where: str) -> ChatSpec | None:
+    if raw is None:
+        return None
+    check_fields(raw, CHAT_FIELDS, where, "chat")
+    if kind not in ("multiple_choice", "generation"):
+        raise BabelevalError(f"{where}: chat applies to multiple_choice and generation tasks (this one is {kind})")
+    template = raw.get("template", "model")
+    if not isinstance(template, str) or not template:
+        raise BabelevalError(f"{where}: chat template must be 'model' (the model's own) or a template file, got {template!r}")
+    system = raw.get("system")
+    if system is not None and not isinstance(system, str):
+        raise BabelevalError(f"{where}: chat system must be a text, got {system!r}")
+    return ChatSpec(template, system or None, _flag(raw.get("fewshot_as_multiturn", True), "chat fewshot_as_multiturn", where))
+
+
+def _bad_rows(raw, where: str) -> BadRows:
+    check_fields(raw, BAD_ROW_FIELDS, where, "bad_rows")
+    for problem, policy in raw.items():
+        check_choice(policy, BAD_ROW_POLICIES, where, f"bad_rows {problem}")
+    return BadRows(**raw)
+
+
 def _flag(value, name: str, where: str) -> bool:
     if not isinstance(value, bool):
         raise BabelevalError(f"{where}: {name} must be true or false, got {value!r}")
@@ -307,6 +359,7 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
         fuse=_fuse(raw["fuse"], where) if raw.get("fuse") else (),
         pool=_data(deep_merge(raw["data"], {"split": "train", **(raw.get("pool") or {})}), where) if kind == "knn" else None,
         reverse=_flag(raw.get("reverse", False), "reverse", where),
+        chat=_chat(raw.get("chat"), kind, where), bad_rows=_bad_rows(raw.get("bad_rows") or {}, where),
         where=where)
 
 

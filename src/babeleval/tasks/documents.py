@@ -182,3 +182,15 @@ def with_shots(variant: Variant, demos: list[str], prompt: str) -> str:
         return shot.header + prompt
     last = shot.separator if shot.last_separator is None else shot.last_separator
     return shot.header + shot.separator.join(demos) + last + prompt
+
+
+def prompt_context(variant: Variant, demos: list[tuple[str, str]], prompt: str) -> str:
+    """The text a model continues: the demonstrations (question, answer) and the prompt, as
+    plain text (with_shots, the answer after the target delimiter) or, when the task is
+    chatted, rendered through the chat template (tasks/chat_prompts.py). One place for
+    every task kind that builds prompts."""
+    if variant.chat is not None:
+        from .chat_prompts import chat_context
+
+        return chat_context(variant, demos, prompt)
+    return with_shots(variant, [question + variant.target_delimiter + answer for question, answer in demos], prompt)

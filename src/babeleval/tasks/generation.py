@@ -13,7 +13,7 @@ from ..errors import BabelevalError
 from ..metrics.generation import build_metric
 from ..requests import Generate, GenerateResult
 from .config import Variant
-from .documents import Document, context_of, demonstrations, fields_for_breakdown, with_shots
+from .documents import Document, context_of, demonstrations, fields_for_breakdown, prompt_context
 from .nearest import demonstration_table
 from .templates import evaluate, render, text_hash
 
@@ -57,8 +57,8 @@ class Generation:
         v = self.variant
         out, table = [], demonstration_table(v, docs, shots)
         for doc in docs:
-            demos = [self._prompt(s) + v.target_delimiter + self._references(s)[0] for s in demonstrations(v, shots, doc, table)]
-            out.append(Prompt(doc.id, with_shots(v, demos, self._prompt(doc)), self._references(doc),
+            demos = [(self._prompt(s), self._references(s)[0]) for s in demonstrations(v, shots, doc, table)]
+            out.append(Prompt(doc.id, prompt_context(v, demos, self._prompt(doc)), self._references(doc),
                               fields_for_breakdown(v, doc)))
         return out
 

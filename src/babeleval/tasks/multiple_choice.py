@@ -5,7 +5,10 @@ target delimiter + the option text (sequence-based scoring) or + its label (labe
 the letter, or a native label such as ሀ ለ ሐ መ). acc takes the arg-max log-likelihood;
 acc_norm divides by the choice's length in characters and acc_bytes by its UTF-8 bytes,
 both WITHOUT the delimiter (lm-eval's rule); acc_per_token by its token count (the MINERS
-rule); acc_mutual_info subtracts log P(choice) with an empty context.
+rule); acc_mutual_info subtracts log P(choice) with an empty context. Rows with duplicate or
+empty options or a target that names no option follow the task's bad_rows policy
+(tasks/bad_rows.py): kept ones are scored as lm-eval scores them (an unknown gold is never
+right, an empty option's acc_norm is its log-likelihood over 0 characters).
 """
 from __future__ import annotations
 
@@ -16,10 +19,11 @@ import numpy as np
 from ..errors import BabelevalError
 from ..metrics.means import mean_and_stderr
 from ..requests import Generate, GenerateResult, Loglikelihood, LoglikelihoodResult
+from .bad_rows import BadRowLog, option_problems
 from .config import LETTERS, Variant
-from .documents import Document, context_of, demonstrations, fields_for_breakdown, with_shots
+from .documents import Document, context_of, demonstrations, fields_for_breakdown, prompt_context
 from .nearest import demonstration_table
-from .order import permutation, reorder
+from .order import permutation
 from .templates import evaluate, render, text_hash
 from .verbalise import verbalise
 
@@ -30,10 +34,11 @@ class Question:
     context: str
     choices: tuple[str, ...]  # what each continuation says: option texts, or labels
     options: tuple[str, ...]  # the option texts in the order shown
-    gold: int
+    gold: int | None  # None: the target names no option (a kept bad row)
     order: tuple[int, ...]  # the original index of each shown option
     delimiter: str = " "
     fields: tuple[tuple[str, str], ...] = ()  # values of the task's breakdown fields
+    problems: tuple[str, ...] = ()  # the bad-row problems of a kept row
 
     @property
     def prompt_hash(self) -> str:
@@ -41,8 +46,18 @@ class Question:
 
 
 def gold_index(value, options: list[str], labels: tuple[str, ...], origin: str) -> int:
+    """find_gold, or an error naming the row."""
+    index = find_gold(value, options, labels)
+    if index is None:
+        n = len(options)
+        raise BabelevalError(f"{origin}: target {value!r} is not an option: expected an index 0..{n - 1}, a label "
+                             f"({', '.join(labels)}), option1..option{n}, or an option's text")
+    return index
+
+
+def find_gold(value, options: list[str], labels: tuple[str, ...]) -> int | None:
     """A target as an index (0-based), a label (B, or a native label), "optionN" (1-based,
-    as MILU writes it), a digit string, or the literal option text."""
+    as MILU writes it), a digit string, or the literal option text; None if it names no option."""
     n = len(options)
     if isinstance(value, bool) or value is None:
         index = None
@@ -60,10 +75,7 @@ def gold_index(value, options: list[str], labels: tuple[str, ...], origin: str) 
             index = options.index(text)
         else:
             index = None
-    if index is None or not 0 <= index < n:
-        raise BabelevalError(f"{origin}: target {value!r} is not an option: expected an index 0..{n - 1}, a label "
-                             f"({', '.join(labels)}), option1..option{n}, or an option's text")
-    return index
+    return index if index is not None and 0 <= index < n else None
 
 
 class MultipleChoice:
@@ -71,25 +83,29 @@ class MultipleChoice:
 
     def __init__(self, variant: Variant):
         self.variant = variant
+        self.bad_rows = BadRowLog()  # filled by prepare
 
-    def _options(self, doc: Document) -> tuple[list[str], int]:
+    def _options(self, doc: Document) -> tuple[list[str], int | None, list[tuple[str, str]]]:
+        """The row's options, its gold index (None: the target names no option) and its problems."""
         ctx = context_of(self.variant, doc.fields)
         options = evaluate(self.variant.choices, ctx, "choices", doc.origin)
         if not isinstance(options, (list, tuple)) or not options:
             raise BabelevalError(f"{doc.origin}: choices gave {options!r}, expected a non-empty list")
         options = [str(o) for o in options]
-        empty = [i + 1 for i, o in enumerate(options) if not o.strip()]
-        if empty:
-            raise BabelevalError(f"{doc.origin}: choice {empty[0]} of {len(options)} is empty")
-        first = {}
-        for i, o in enumerate(options):
-            if o.strip() in first:
-                raise BabelevalError(f"{doc.origin}: choices {first[o.strip()] + 1} and {i + 1} are the same text "
-                                     f"{o.strip()!r} (duplicate choices make the answer ambiguous)")
-            first[o.strip()] = i
-        gold = gold_index(evaluate(self.variant.target, ctx, "target", doc.origin), options, self._labels(len(options)),
-                          doc.origin)
-        return options, gold
+        target = evaluate(self.variant.target, ctx, "target", doc.origin)
+        gold = find_gold(target, options, self._labels(len(options)))
+        return options, gold, option_problems(options, gold, target)
+
+    def _scorable(self, options: list[str], gold: int | None) -> bool:
+        """An empty option with no delimiter is an empty continuation; gold-first/last need a gold."""
+        empty = self.variant.scoring == "sequence" and any(not (self.variant.target_delimiter + o) for o in options)
+        return not empty and (gold is not None or self.variant.order not in ("gold-first", "gold-last"))
+
+    def _demonstration(self, shot: Document) -> tuple[str, str]:
+        options, gold, problems = self._options(shot)
+        if gold is None:
+            raise BabelevalError(f"{shot.origin}: a demonstration's {problems[-1][1]}")
+        return self._prompt(shot, options), self._answer(options, gold)
 
     def _labels(self, n: int) -> tuple[str, ...]:
         labels = self.variant.labels or LETTERS[:n]
@@ -108,17 +124,17 @@ class MultipleChoice:
         v = self.variant
         questions, table = [], demonstration_table(v, docs, shots)
         for doc in docs:
-            options, gold = self._options(doc)
+            options, gold, problems = self._options(doc)
+            if problems and not self.bad_rows.decide(v.bad_rows, problems, doc.origin, self._scorable(options, gold)):
+                continue
             perm = permutation(v.order, len(options), gold, v.order_seed, doc.id)
-            shown, shown_gold = reorder(options, gold, perm)
-            demos = []
-            for shot in demonstrations(v, shots, doc, table):
-                shot_options, shot_gold = self._options(shot)
-                demos.append(self._prompt(shot, shot_options) + v.target_delimiter + self._answer(shot_options, shot_gold))
-            context = with_shots(v, demos, self._prompt(doc, shown))
+            shown = [options[i] for i in perm]
+            shown_gold = None if gold is None else perm.index(gold)
+            demos = [self._demonstration(shot) for shot in demonstrations(v, shots, doc, table)]
+            context = prompt_context(v, demos, self._prompt(doc, shown))
             choices = tuple(shown) if v.scoring == "sequence" else self._labels(len(shown))
             questions.append(Question(doc.id, context, tuple(choices), tuple(shown), shown_gold, tuple(perm),
-                                      v.target_delimiter, fields_for_breakdown(v, doc)))
+                                      v.target_delimiter, fields_for_breakdown(v, doc), tuple(p for p, _ in problems)))
         return questions
 
     def requests(self, questions: list[Question]) -> list[Loglikelihood]:
@@ -135,10 +151,11 @@ class MultipleChoice:
             k = len(q.choices)
             res = results[i: i + k]
             ll = np.array([r.logprob for r in res])
-            chars = np.array([max(len(c), 1) for c in q.choices])
-            nbytes = np.array([max(len(c.encode("utf-8")), 1) for c in q.choices])
+            chars = np.array([len(c) for c in q.choices], dtype=float)  # 0 for an empty option, as in lm-eval
+            nbytes = np.array([len(c.encode("utf-8")) for c in q.choices], dtype=float)
             ntok = np.array([max(r.num_tokens, 1) for r in res])
-            rules = {"acc": ll, "acc_norm": ll / chars, "acc_bytes": ll / nbytes, "acc_per_token": ll / ntok}
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rules = {"acc": ll, "acc_norm": ll / chars, "acc_bytes": ll / nbytes, "acc_per_token": ll / ntok}
             record = {"id": q.id, "prompt_hash": q.prompt_hash, "fields": dict(q.fields), "gold": q.gold, "order": list(q.order),
                       "loglikelihoods": ll.tolist(), "num_tokens": ntok.tolist(), "is_greedy": [r.is_greedy for r in res]}
             if unconditional is not None:
@@ -147,10 +164,10 @@ class MultipleChoice:
                 record["unconditional"] = uncond.tolist()
             i += k
             prediction = int(np.argmax(ll))
-            record.update(prediction=prediction, chosen=q.options[prediction], target=q.options[q.gold])
+            record.update(prediction=prediction, chosen=q.options[prediction], target=_target(q))
             for name in self.variant.metrics:
                 record[name] = float(int(np.argmax(rules[name])) == q.gold)
-            records.append(record)
+            records.append(_flagged(record, q))
         return records
 
     def aggregate(self, records: list[dict]) -> dict:
@@ -170,16 +187,25 @@ class MultipleChoiceByGeneration(MultipleChoice):
         records = []
         for q, r in zip(questions, results):
             prediction = verbalise(r.text, q.choices, q.options)
-            records.append({"id": q.id, "prompt_hash": q.prompt_hash, "fields": dict(q.fields), "gold": q.gold,
-                            "order": list(q.order), "generation": r.text, "stop_reason": r.stop_reason,
-                            "prediction": -1 if prediction is None else prediction,
-                            "chosen": None if prediction is None else q.options[prediction],
-                            "target": q.options[q.gold], "no_answer": float(prediction is None),
-                            "acc": float(prediction == q.gold)})
+            records.append(_flagged({"id": q.id, "prompt_hash": q.prompt_hash, "fields": dict(q.fields), "gold": q.gold,
+                                     "order": list(q.order), "generation": r.text, "stop_reason": r.stop_reason,
+                                     "prediction": -1 if prediction is None else prediction,
+                                     "chosen": None if prediction is None else q.options[prediction],
+                                     "target": _target(q), "no_answer": float(prediction is None),
+                                     "acc": float(prediction is not None and prediction == q.gold)}, q))
         return records
 
     def aggregate(self, records: list[dict]) -> dict:
         return mean_metrics(records, ("acc", "no_answer"))
+
+
+def _target(q: Question) -> str | None:
+    return None if q.gold is None else q.options[q.gold]
+
+
+def _flagged(record: dict, q: Question) -> dict:
+    """A kept bad row's record names its problems (clean rows' records are unchanged)."""
+    return {**record, "bad_row": list(q.problems)} if q.problems else record
 
 
 def mean_metrics(records: list[dict], names) -> dict:
