@@ -59,6 +59,10 @@ def _batch_size(ctx, param, value):
               "original,shuffle:3,gold-first,gold-last (results give per-order scores, spread, consistency).")
 @click.option("--fewshot", type=click.IntRange(min=0), default=None,
               help="Demonstrations per document for every task (overrides the task files; 0 = zero-shot).")
+@click.option("--chat-template", default=None, metavar="FILE|model",
+              help="Render every prompt through a chat template: 'model' (the model's own) or a Jinja file.")
+@click.option("--system", default=None, help="The system message of chat prompts (implies --chat-template model "
+              "unless one is given).")
 @click.option("--api-base", default=None, help="For --model openai:NAME: the server's base URL "
               "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1); for openai-embed:NAME or "
               "cohere-embed:NAME the embedding server's.")
@@ -68,8 +72,8 @@ def _batch_size(ctx, param, value):
 @click.option("--api-rate", type=click.FloatRange(min=0, min_open=True), default=None, help="At most this many requests per second.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @friendly
-def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_size, choice_orders, fewshot, api_base, api_mode,
-        api_key_env, api_concurrency, api_rate, quiet):
+def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_size, choice_orders, fewshot, chat_template,
+        system, api_base, api_mode, api_key_env, api_concurrency, api_rate, quiet):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
     from babeleval.evaluate import evaluate
     from babeleval.loading import DEFAULT_MODEL
@@ -90,7 +94,8 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
     summary = evaluate(model, list(tasks) or default_suite(), output, data=data,
                        task_dirs=task_dirs, limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=not quiet,
                        overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
-                                  **({"fewshot": {"n": fewshot}} if fewshot is not None else {})} or None,
+                                  **({"fewshot": {"n": fewshot}} if fewshot is not None else {}),
+                                  **_chat_overrides(chat_template, system)} or None,
                        log=lambda m: click.echo(m, err=True))
     from babeleval.results import summary_lines
 
@@ -98,6 +103,14 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
         for line in summary_lines(name, task):
             click.echo(line)
     click.echo(f"results: {output / 'results.json'}")
+
+
+def _chat_overrides(template: str | None, system: str | None) -> dict:
+    """--chat-template / --system as the task field chat: (a file relative to where the command runs)."""
+    if template is None and system is None:
+        return {}
+    chat = {"template": template if template in (None, "model") else str(Path(template).expanduser().resolve())}
+    return {"chat": {k: v for k, v in {**chat, "system": system}.items() if v is not None}}
 
 
 @cli.command("bench")

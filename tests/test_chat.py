@@ -130,3 +130,51 @@ def test_importing_chat_starts_no_jax():
     out = subprocess.run([sys.executable, "-c", "import sys, babeleval.chat; print('jax' in sys.modules)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_run_with_the_models_template_and_a_system_message(tmp_path):
+    """`babeleval run --chat-template model --system S` on XCOPA-sw, 2-shot: every prompt is
+    transformers' rendering of [system, user, assistant, user, assistant, user] + the generation
+    prompt (the records hold its hash); the signature differs from a plain run's, so a plain
+    run into the same output is refused instead of mixing records."""
+    from click.testing import CliRunner
+
+    from babeleval.cli.main import cli
+    from babeleval.tasks.templates import text_hash
+
+    out, system = tmp_path / "out", "Chagua mwisho unaofaa zaidi."
+    common = ["run", "--quiet", "--task", "xcopa:sw", "--limit", "3", "--fewshot", "2", "--output", out]
+    result = CliRunner().invoke(cli, common + ["--chat-template", "model", "--system", system])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (out / "samples_xcopa.jsonl").read_text().splitlines()]
+    words = {"cause": "kwa sababu", "effect": "kwa hiyo"}
+    question = lambda r: f"{r['premise'].strip()[:-1]} {words[r['question']]}"
+    answer = lambda r: (lambda c: c[:1].lower() + c[1:])(r[f"choice{r['label'] + 1}"])
+    shots = xcopa_rows(2)
+    with (XCOPA_SW / "test.sw.jsonl").open(encoding="utf-8") as handle:
+        docs = [json.loads(next(handle)) for _ in range(3)]
+    tokenizer = hf_tokenizer("smollm2-135m")
+    for record, doc in zip(records, docs):
+        messages = [{"role": "system", "content": system}]
+        for shot in shots:
+            messages += [{"role": "user", "content": question(shot)}, {"role": "assistant", "content": answer(shot)}]
+        messages.append({"role": "user", "content": question(doc)})
+        expected = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        assert expected.endswith(f"{question(doc)}<|im_end|>\n<|im_start|>assistant\n")
+        assert record["id"] == str(doc["idx"]) and record["prompt_hash"] == text_hash(expected)
+    plain = CliRunner().invoke(cli, common)
+    assert plain.exit_code == 2 and "written by another configuration of sw" in plain.output, plain.output
+    assert len((out / "samples_xcopa.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_template_that_writes_bos_gets_no_second_one():
+    """lm-eval's has_bos_prefix rule: a context starting with BOS (Gemma's template writes
+    `{{ bos_token }}`) is scored and generated after that one BOS, not two."""
+    from babeleval.engine.tokenize import split_pairs
+    from babeleval.loading.tokenizer import ByteTokenizer, Special
+
+    tok = ByteTokenizer(Special(bos_id=0, eos_id=0, pad_id=0, add_bos=True))  # byte 0 is BOS
+    (with_bos, _), (plain, cont) = split_pairs(tok, [("\x00ab", " c"), ("ab", " c")])
+    assert with_bos == plain == [0, 97, 98] and cont == [32, 99]
+    assert ByteTokenizer(Special(0, 0, 0, add_bos=False)).with_prefix([0, 97]) == [0, 97]

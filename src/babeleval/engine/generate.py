@@ -175,7 +175,8 @@ class Generator:
         self.stats = GenerationStats()
 
     def prompt_tokens(self, context: str, max_new: int) -> list[int]:
-        """Prefix (BOS) + the context's tokens, left-truncated to leave room for max_new tokens."""
+        """Prefix (BOS) + the context's tokens, left-truncated to leave room for max_new tokens
+        (no second BOS where the context starts with one: a chat template's)."""
         tok = self.model.tokenizer
         ids = tok.encode(context)
         keep = self.max_length - max_new - len(tok.prefix)
@@ -184,7 +185,7 @@ class Generator:
             warn_once(self, "truncated", f"a prompt of {len(ids)} tokens does not fit {self.max_length} tokens with "
                       f"{max_new} new ones: prompts are cut from the left; results.json counts them "
                       "(engine.generation.truncated, and per task)")
-        return tok.prefix + ids[max(0, len(ids) - keep):]
+        return tok.with_prefix(ids[max(0, len(ids) - keep):])
 
     def generate(self, requests: list[Generate], progress=None) -> list[str]:
         """Greedy continuations, in request order."""
