@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from babeleval.cli.main import cli
 from babeleval.errors import BabelevalError
+from babeleval.tasks.bad_rows import lm_eval_problems
 from babeleval.tasks.files import load_task_file
 
 MESSY = Path(__file__).parent / "fixtures" / "bad_rows" / "xcopa_sw_messy.jsonl"
@@ -85,6 +86,8 @@ def test_keep_scores_as_lm_eval_and_skip_counts(tmp_path):
     assert {i: keep[i]["loglikelihoods"] for i in skip} == {i: r["loglikelihoods"] for i, r in skip.items()}
     # lm-eval's own process_results over our log-likelihoods: the same acc and acc_norm, row by row
     lm_task = lm_eval_task(tmp_path)
+    found = {i: [p for p, _ in lm_eval_problems(lm_task, doc)[0]] for i, doc in enumerate(lm_task.eval_docs)}
+    assert {str(i): p for i, p in found.items() if p} == {i: r["bad_row"] for i, r in keep.items() if "bad_row" in r}
     for i, doc in enumerate(lm_task.eval_docs):
         record = keep[str(i)]
         expected = lm_task.process_results(doc, [(ll, greedy) for ll, greedy in zip(record["loglikelihoods"], record["is_greedy"])])

@@ -35,6 +35,23 @@ def option_problems(options: list[str], gold: int | None, target) -> list[tuple[
     return out
 
 
+def lm_eval_problems(task, doc: dict) -> tuple[list[tuple[str, str]], bool]:
+    """An lm-eval multiple-choice document's problems (its doc_to_choice and doc_to_target, read
+    as process_results reads them) and whether it can be scored at all (an empty option after
+    an empty target delimiter is an empty continuation): the same policy for `lm-eval:` tasks."""
+    choices = [str(c) for c in task.doc_to_choice(doc)]
+    target = task.doc_to_text(doc) if task.multiple_input else task.doc_to_target(doc)
+    valid = lambda t: isinstance(t, int) and not isinstance(t, bool) and 0 <= t < len(choices)
+    if isinstance(target, list):
+        gold = 0 if all(valid(t) for t in target) else None
+    elif isinstance(target, str):
+        gold = choices.index(target) if target in choices else None
+    else:
+        gold = target if valid(target) else None
+    delimiter = task.config.target_delimiter or ""
+    return option_problems(choices, gold, target), all(delimiter + c for c in choices)
+
+
 @dataclass
 class BadRowLog:
     """The rows a variant kept or skipped: (problem, kept, file:line origin), in file order."""

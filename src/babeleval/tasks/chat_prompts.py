@@ -66,3 +66,13 @@ def resolve_chat(task: TaskConfig, model) -> TaskConfig:
         if getattr(v, "chat", None) is not None and isinstance(v.chat.template, str) else v
         for v in task.variants)
     return dataclasses.replace(task, variants=variants)
+
+
+def lm_eval_chat_arguments(chat) -> dict:
+    """lm-eval's Task.fewshot_context keywords for a chatted `lm-eval:` task: lm-eval builds the
+    turns (its --apply_chat_template path, system instruction, multi-turn few-shot) and our
+    ChatTemplate renders them, as transformers would."""
+    if chat is None:
+        return {}
+    return {"system_instruction": chat.system, "apply_chat_template": True,
+            "fewshot_as_multiturn": chat.fewshot_as_multiturn, "chat_template": chat.template.render}
