@@ -178,3 +178,48 @@ def test_a_template_that_writes_bos_gets_no_second_one():
     (with_bos, _), (plain, cont) = split_pairs(tok, [("\x00ab", " c"), ("ab", " c")])
     assert with_bos == plain == [0, 97, 98] and cont == [32, 99]
     assert ByteTokenizer(Special(0, 0, 0, add_bos=False)).with_prefix([0, 97]) == [0, 97]
+
+
+def chatted_task(tmp_path, chat: str):
+    from babeleval.tasks.files import load_task_file
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"id": str(i), "q": f"swali {i}", "a": f"jibu {i}"}) + "\n" for i in range(3)))
+    task = tmp_path / "gen.yaml"
+    task.write_text(f"name: gen\nkind: generation\ndata: {{path: {rows}}}\nprompt: 'Q: {{{{ q }}}}'\ntarget: a\n"
+                    f"fewshot: {{n: 2, split: test, header: 'H. '}}\nchat: {chat}\n")
+    return load_task_file(task)
+
+
+def test_conversation_turns_header_and_single_turn(tmp_path):
+    """The demonstrations as user/assistant turns (the header opens the first), or all in one
+    user turn as the plain prompt; the system turn first; the generation prompt last."""
+    from babeleval.tasks.chat_prompts import resolve_chat
+    from babeleval.tasks.documents import load_documents, load_shots
+    from babeleval.tasks.generation import Generation
+
+    (tmp_path / "t.jinja").write_text("{% for m in messages %}[{{ m.role }}|{{ m.content }}]{% endfor %}"
+                                      "{% if add_generation_prompt %}[assistant|{% endif %}")
+
+    def first_prompt(chat):
+        variant = resolve_chat(chatted_task(tmp_path, chat), None).variants[0]
+        return Generation(variant).prepare(load_documents(variant, None), load_shots(variant, None))[0].context
+
+    assert first_prompt("{template: t.jinja, system: S}") == (
+        "[system|S][user|H. Q: swali 1][assistant|jibu 1][user|Q: swali 2][assistant|jibu 2][user|Q: swali 0][assistant|")
+    assert first_prompt("{template: t.jinja, fewshot_as_multiturn: false}") == (
+        "[user|H. Q: swali 1 jibu 1\n\nQ: swali 2 jibu 2\n\nQ: swali 0][assistant|")
+    with pytest.raises(BabelevalError, match=r"unknown field 'sytem' in chat \(did you mean system\?\)"):
+        chatted_task(tmp_path, "{sytem: S}")
+
+
+def test_model_without_a_template_and_system_alone(tmp_path):
+    """--chat-template model on the Gemma 3 GGUF is one clear error; --system alone means the
+    model's own template."""
+    from babeleval.cli.main import _chat_overrides
+    from babeleval.tasks.chat_prompts import resolve_chat
+
+    with pytest.raises(BabelevalError, match=r"^gemma3-270m: the model carries no chat template"):
+        resolve_chat(chatted_task(tmp_path, "{template: model}"), "gemma3-270m")
+    assert _chat_overrides(None, "S") == {"chat": {"system": "S"}}
+    assert chatted_task(tmp_path, "{system: S}").variants[0].chat.template == "model"
