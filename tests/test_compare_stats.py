@@ -126,3 +126,13 @@ def test_knn_macro_f1_of_summed_label_counts_equals_sklearn():
                                                                   zero_division=0), abs=1e-12)
     accuracy, _ = statistics(records, "accuracy@5", "binary")
     assert accuracy[:, 0].tolist() == [float(g == p) for g, p in zip(gold, predicted)]
+
+
+def test_importing_compare_and_export_starts_no_jax():
+    import subprocess
+    import sys
+
+    code = ("import sys, babeleval.compare, babeleval.compare.output, babeleval.compare.paired, babeleval.export; "
+            "print('jax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr

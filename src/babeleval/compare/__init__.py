@@ -22,8 +22,11 @@ ALPHA = 0.05
 
 
 def _metric_refusal(a: dict, b: dict, metric: str) -> str | None:
+    """Another setting of the metric itself (chrF's word order, SQuAD's normalisation)."""
+    from ..metrics.generation import GenerationMetric
+
     sa, sb = (t.get("metric_signatures") or {} for t in (a, b))
-    names = [n for n in set(sa) | set(sb) if sa.get(n) != sb.get(n) and metric.startswith(n.split("+")[0])]
+    names = sorted(n for n in set(sa) | set(sb) if sa.get(n) != sb.get(n) and metric in GenerationMetric(n).keys)
     return f"different metric signatures for {names[0]} ({sa.get(names[0])} vs {sb.get(names[0])})" if names else None
 
 
