@@ -223,3 +223,33 @@ def test_model_without_a_template_and_system_alone(tmp_path):
         resolve_chat(chatted_task(tmp_path, "{template: model}"), "gemma3-270m")
     assert _chat_overrides(None, "S") == {"chat": {"system": "S"}}
     assert chatted_task(tmp_path, "{system: S}").variants[0].chat.template == "model"
+
+
+MULTILINE = """{{ bos_token }}
+{% for message in messages %}
+    {% if message['role'] == 'system' %}
+<<SYS>>{{ message['content'] | trim }}<</SYS>>
+    {% elif message['role'] == 'assistant' %}
+        {% generation %}{{ message['content'] }}{{ eos_token }}{% endgeneration %}
+    {% else %}
+[{{ message['role'] | upper }}] {{ message | tojson }}
+    {% endif %}
+    {% if loop.index > 4 %}{% break %}{% endif %}
+{% endfor %}
+{% if add_generation_prompt %}
+[ASSISTANT]
+{% endif %}"""
+
+
+def test_block_whitespace_generation_tags_and_loop_controls_as_transformers():
+    """A template written over many indented lines (trim_blocks, lstrip_blocks), with
+    `{% generation %}`, `{% break %}` and tojson: the same text as transformers' renderer."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    messages = conversations()["system+fewshot"]
+    template = ChatTemplate(MULTILINE, bos_token="<s>", eos_token="</s>")
+    for prompt in (True, False):
+        expected = render_jinja_template([messages], chat_template=MULTILINE, add_generation_prompt=prompt,
+                                         bos_token="<s>", eos_token="</s>")[0][0]
+        assert template.render(messages, add_generation_prompt=prompt) == expected
+    assert "\n    " not in expected and expected.count("[USER] {") == 2 and expected.count("</s>") == 2  # {% break %} after five
