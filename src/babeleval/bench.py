@@ -56,7 +56,9 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
     from .evaluate import prepare_task
     from .tasks.files import find_tasks
 
-    units = [u for t in tasks for c in find_tasks(t) for u in prepare_task(c, data, limit)]
+    from .tasks.chat_prompts import resolve_chat
+
+    units = [u for t in tasks for c in find_tasks(t) for u in prepare_task(resolve_chat(c, model), data, limit)]
     requests = [r for u in units for r in u.kind.requests(u.items)]
     if not requests:
         raise BabelevalError(f"{', '.join(tasks)}: no documents to measure")
