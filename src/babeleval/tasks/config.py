@@ -272,11 +272,16 @@ def _fuse(raw, where: str) -> tuple[tuple[str, float], ...]:
 
 
 def _chat(raw, kind: str, where: str) -> ChatSpec | None:
+    if raw is not None and kind not in ("multiple_choice", "generation"):
+        raise BabelevalError(f"{where}: chat applies to multiple_choice and generation tasks (this one is {kind})")
+    return parse_chat(raw, where)
+
+
+def parse_chat(raw, where: str) -> ChatSpec | None:
+    """The chat: field (also what `lm-eval:` tasks get from --chat-template / --system)."""
     if raw is None:
         return None
     check_fields(raw, CHAT_FIELDS, where, "chat")
-    if kind not in ("multiple_choice", "generation"):
-        raise BabelevalError(f"{where}: chat applies to multiple_choice and generation tasks (this one is {kind})")
     template = raw.get("template", "model")
     if not isinstance(template, str) or not template:
         raise BabelevalError(f"{where}: chat template must be 'model' (the model's own) or a template file, got {template!r}")
@@ -286,7 +291,8 @@ def _chat(raw, kind: str, where: str) -> ChatSpec | None:
     return ChatSpec(template, system or None, _flag(raw.get("fewshot_as_multiturn", True), "chat fewshot_as_multiturn", where))
 
 
-def _bad_rows(raw, where: str) -> BadRows:
+def parse_bad_rows(raw, where: str) -> BadRows:
+    """The bad_rows: field (also what `lm-eval:` tasks get from the overrides)."""
     check_fields(raw, BAD_ROW_FIELDS, where, "bad_rows")
     for problem, policy in raw.items():
         check_choice(policy, BAD_ROW_POLICIES, where, f"bad_rows {problem}")
@@ -359,7 +365,7 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
         fuse=_fuse(raw["fuse"], where) if raw.get("fuse") else (),
         pool=_data(deep_merge(raw["data"], {"split": "train", **(raw.get("pool") or {})}), where) if kind == "knn" else None,
         reverse=_flag(raw.get("reverse", False), "reverse", where),
-        chat=_chat(raw.get("chat"), kind, where), bad_rows=_bad_rows(raw.get("bad_rows") or {}, where),
+        chat=_chat(raw.get("chat"), kind, where), bad_rows=parse_bad_rows(raw.get("bad_rows") or {}, where),
         where=where)
 
 
