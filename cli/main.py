@@ -52,9 +52,12 @@ def _batch_size(ctx, param, value):
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N documents of each subset.")
 @click.option("--sample", type=click.IntRange(min=1), default=None,
               help="N documents of each subset drawn by a hash of their ids (the same every run; for a quick estimate).")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16"]), default="auto", show_default=True,
+              help="auto: bfloat16 on GPU/TPU, float32 on CPU.")
 @click.option("--batch-size", default="auto", show_default=True, callback=_batch_size,
               help="Rows per batch, or 'auto' (token budget).")
+@click.option("--mesh", default="auto", show_default=True, help="Devices as data=D,model=M: batches split along data, "
+              "weights along model (auto: the smallest model axis whose weights + KV cache fit a device; CPU: model=1).")
 @click.option("--choice-orders", default=None, help="Choice orders for every multiple-choice task, e.g. "
               "original,shuffle:3,gold-first,gold-last (results give per-order scores, spread, consistency).")
 @click.option("--fewshot", type=click.IntRange(min=0), default=None,
@@ -72,8 +75,8 @@ def _batch_size(ctx, param, value):
 @click.option("--api-rate", type=click.FloatRange(min=0, min_open=True), default=None, help="At most this many requests per second.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @friendly
-def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_size, choice_orders, fewshot, chat_template,
-        system, api_base, api_mode, api_key_env, api_concurrency, api_rate, quiet):
+def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_size, mesh, choice_orders, fewshot,
+        chat_template, system, api_base, api_mode, api_key_env, api_concurrency, api_rate, quiet):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
     from babeleval.evaluate import evaluate
     from babeleval.loading import DEFAULT_MODEL
@@ -93,7 +96,7 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
                             api_mode, api_key_env, api_concurrency, api_rate)
     summary = evaluate(model, list(tasks) or default_suite(), output, data=data,
                        task_dirs=task_dirs, limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=not quiet,
-                       overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
+                       mesh=mesh, overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
                                   **({"fewshot": {"n": fewshot}} if fewshot is not None else {}),
                                   **_chat_overrides(chat_template, system)} or None,
                        log=lambda m: click.echo(m, err=True))
@@ -118,13 +121,15 @@ def _chat_overrides(template: str | None, system: str | None) -> dict:
 @click.option("--task", "tasks", multiple=True, required=True, help="As for `run`; repeatable.")
 @click.option("--data", type=click.Path(path_type=Path), default=None)
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Documents per subset.")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16"]), default="auto", show_default=True,
+              help="auto: bfloat16 on GPU/TPU, float32 on CPU.")
 @click.option("--batch-size", default="auto", show_default=True, callback=_batch_size)
+@click.option("--mesh", default="auto", show_default=True, help="As for `run`: data=D,model=M.")
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the measurements as JSON here.")
 @click.option("--devices", "device_counts", default=None, metavar="N,N,...",
               help="Measure once per local device count (a fresh process each) and show the scaling.")
 @friendly
-def bench_command(model_spec, tasks, data, limit, dtype, batch_size, output, device_counts):
+def bench_command(model_spec, tasks, data, limit, dtype, batch_size, mesh, output, device_counts):
     """Measure a task's speed before a full run: requests/s, compile time, tokens computed vs a
     no-sharing engine, MFU against a measured matmul peak; with --devices, per device count."""
     if device_counts:
@@ -142,7 +147,7 @@ def bench_command(model_spec, tasks, data, limit, dtype, batch_size, output, dev
         from babeleval.loading import DEFAULT_MODEL, load_model
 
         model = load_model(model_spec or DEFAULT_MODEL, dtype=dtype)
-        result = bench(model, list(tasks), data, limit, batch_size)
+        result = bench(model, list(tasks), data, limit, batch_size, mesh=mesh)
         lines = summary_lines(result)
     if output:
         from babeleval.results import write_json_atomic

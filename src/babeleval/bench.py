@@ -47,8 +47,10 @@ def _timed(make_engine, call):
     return engine, time.perf_counter() - start
 
 
-def bench(model, tasks: list[str], data: Path | None = None, limit: int | None = 20, batch_size: int | None = None) -> dict:
-    """model: a LoadedModel. Returns the measurements (see the module docstring)."""
+def bench(model, tasks: list[str], data: Path | None = None, limit: int | None = 20, batch_size: int | None = None,
+          mesh=None) -> dict:
+    """model: a LoadedModel; mesh: 'auto', 'data=D,model=M' or (D, M). Returns the measurements
+    (see the module docstring); devices records the mesh and the weights per device."""
     from .engine.devices import describe
     from .engine.generate import Generator
     from .engine.scoring import Scorer
@@ -66,11 +68,14 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
     generating = [r for r in requests if isinstance(r, Generate)]
     if not scoring and not generating:
         raise BabelevalError(f"{', '.join(tasks)}: bench measures scoring and generation tasks (this one embeds)")
+    from .engine.sharding import place_model
+
     peak = matmul_peak(model.dtype)
-    out = {"model": model.source, "params": model.num_params, "devices": describe(), "documents": sum(len(u.items) for u in units),
+    placement = place_model(model, mesh)[2].as_dict()
+    out = {"model": model.source, "params": model.num_params, "devices": {**describe(), **placement}, "documents": sum(len(u.items) for u in units),
            "peak_flops": peak, "peak_measured_by": "a jitted 2048^3 matmul per device at once, model dtype, best of 5"}
     if scoring:
-        make = lambda: Scorer(model, batch_size=batch_size)  # noqa: E731
+        make = lambda: Scorer(model, batch_size=batch_size, mesh=mesh)  # noqa: E731
         _, cold = _timed(make, lambda e: e.loglikelihood(scoring))
         engine, warm = _timed(make, lambda e: e.loglikelihood(scoring))
         s = engine.stats
@@ -83,7 +88,7 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
                           "prefix_tokens_reused": s.prefix_tokens_reused, "tokens_per_second": s.tokens_computed / warm,
                           "mfu": 2 * model.num_params * s.tokens_computed / warm / peak}
     if generating:
-        make = lambda: Generator(model, batch_size=batch_size)  # noqa: E731
+        make = lambda: Generator(model, batch_size=batch_size, mesh=mesh)  # noqa: E731
         _, cold = _timed(make, lambda e: e.generate_results(generating))
         engine, warm = _timed(make, lambda e: e.generate_results(generating))
         s = engine.stats
@@ -98,10 +103,19 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
     return out
 
 
+def _mesh_text(devices: dict) -> str:
+    if "mesh" not in devices:
+        return ""
+    m = devices["mesh"]
+    return (f", mesh data={m['data']},model={m['model']} ({devices['dtype']}, "
+            f"{devices['weight_bytes_per_device'] / 2 ** 20:.0f} MiB of weights per device, "
+            f"{devices['fallback_tensors']} tensors whole for want of a divisible split)")
+
+
 def summary_lines(result: dict) -> list[str]:
     d = result["devices"]
     lines = [f"{result['model']} ({result['params'] / 1e6:.1f}M parameters) on {d['local_devices']} {d['platform']} "
-             f"device(s); {result['documents']} documents; peak {result['peak_flops'] / 1e9:.1f} GFLOP/s "
+             f"device(s){_mesh_text(d)}; {result['documents']} documents; peak {result['peak_flops'] / 1e9:.1f} GFLOP/s "
              f"({result['peak_measured_by']})"]
     if "scoring" in result:
         s = result["scoring"]

@@ -17,9 +17,10 @@ def is_embedder(model) -> bool:
 
 
 class Engines:
-    def __init__(self, model, batch_size: int | None = None):
+    def __init__(self, model, batch_size: int | None = None, mesh=None):
         self.model = model
         self.batch_size = batch_size
+        self.mesh = mesh  # 'auto', 'data=D,model=M' or (D, M): engine/devices.py
         self.built = {}
 
     def _engine(self, kind):
@@ -39,15 +40,16 @@ class Engines:
             if kind is Loglikelihood:
                 from .engine.scoring import Scorer
 
-                self.built[kind] = Scorer(self.model, batch_size=self.batch_size)
+                self.built[kind] = Scorer(self.model, batch_size=self.batch_size, mesh=self.mesh)
             elif kind is Generate:
                 from .engine.generate import Generator
 
-                self.built[kind] = Generator(self.model, batch_size=self.batch_size)
+                self.built[kind] = Generator(self.model, batch_size=self.batch_size, mesh=self.mesh)
             else:
                 from .retrieval.embedders import ModelEmbedder
 
-                self.built[kind] = CachedEmbedder(ModelEmbedder(self.model, batch_size=self.batch_size), embeddings_dir())
+                self.built[kind] = CachedEmbedder(ModelEmbedder(self.model, batch_size=self.batch_size, mesh=self.mesh),
+                                                  embeddings_dir())
         return self.built[kind]
 
     def answer(self, requests: list, progress=None):
@@ -66,6 +68,14 @@ class Engines:
         if kind is Generate:
             return engine.generate_results(requests, progress)
         return engine.embed([r.prefix + r.text for r in requests], progress)
+
+    def placement(self) -> dict:
+        """results.json's devices entry: the mesh and where the weights went (engine/sharding.py)."""
+        for engine in self.built.values():
+            engine = getattr(getattr(engine, "embedder", engine), "engine", engine)  # CachedEmbedder(ModelEmbedder)
+            if getattr(engine, "placement", None) is not None:
+                return engine.placement.as_dict()
+        return {}
 
     def truncated(self) -> int:
         """Requests cut to fit the model's length so far (scoring contexts, generation prompts)."""

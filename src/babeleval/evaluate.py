@@ -235,12 +235,14 @@ def _model_summary(model) -> dict:
 
 
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),
-             limit: int | None = None, dtype: str = "float32", batch_size: int | None = None, progress: bool = True,
-             compile_cache: bool = True, overrides: dict | None = None, sample: int | None = None, log=None) -> dict:
+             limit: int | None = None, dtype: str = "auto", batch_size: int | None = None, progress: bool = True,
+             compile_cache: bool = True, overrides: dict | None = None, sample: int | None = None, log=None,
+             mesh=None) -> dict:
     """Run `tasks` (names, NAME:SUBSETS, .yaml paths or TaskConfig) on `model` (a spec that
     load_model accepts, or a LoadedModel); write samples and results.json under `output`.
     overrides: task-file fields set for every named task, e.g. {"choice_orders": ["original",
-    "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}."""
+    "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}. mesh: 'auto', 'data=D,model=M'
+    or (D, M) (engine/devices.py); dtype 'auto': bfloat16 on GPU/TPU, float32 on CPU."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
     started, embedded_before = time.time(), auxiliary_stats()  # retrievers embed while tasks are prepared
@@ -263,7 +265,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     try:
         return _run(model, configs, prepared, previous, output, runlog, started=started, embedded_before=embedded_before,
                     limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=progress,
-                    compile_cache=compile_cache, overrides=overrides)
+                    compile_cache=compile_cache, overrides=overrides, mesh=mesh)
     except BaseException as exc:
         runlog.info(f"stopped: {type(exc).__name__}: {exc}")
         raise
@@ -272,7 +274,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
 
 
 def _run(model, configs, prepared, previous, output: Path, log, *, started, embedded_before, limit, sample, dtype, batch_size,
-         progress, compile_cache, overrides) -> dict:
+         progress, compile_cache, overrides, mesh=None) -> dict:
     remote = getattr(model, "remote", False)
     if not remote:
         from . import engine  # noqa: F401  (JAX gets its CPU devices before the model is loaded)
@@ -286,8 +288,8 @@ def _run(model, configs, prepared, previous, output: Path, log, *, started, embe
         from .loading import load_model
 
         log(f"loading {model} ...")
-        model = load_model(model, dtype=dtype)
-    engines = Engines(model, batch_size)
+        model = load_model(model, dtype=dtype, mesh=mesh)  # each tensor straight into its shards
+    engines = Engines(model, batch_size, mesh=mesh)
     task_results = {}
     for config, units, done in zip(configs, prepared, previous):
         total = sum(len(u.items) for u in units)
@@ -306,7 +308,7 @@ def _run(model, configs, prepared, previous, output: Path, log, *, started, embe
 
     summary = {"schema_version": SCHEMA_VERSION, "babeleval": __version__, **run_provenance(),
                "seconds": round(time.time() - started, 2), "model": _model_summary(model), "limit": limit, "sample": sample,
-               "overrides": overrides, "devices": None if remote else _devices(), "tasks": task_results,
+               "overrides": overrides, "devices": None if remote else {**_devices(), **engines.placement()}, "tasks": task_results,
                "engine": {**engines.stats(), **({"other_embedders": other} if (other := auxiliary_stats(embedded_before)) else {})}}
     write_json_atomic(output / "results.json", summary)
     log.info(f"wrote {output / 'results.json'}")

@@ -1,8 +1,11 @@
-"""Data parallelism: a one-axis mesh over every local device; batches are split along
-it, parameters are replicated. Across hosts, jax.distributed splits the requests and
-gathers the answers (see split_for_process / sum_over_processes)."""
+"""The mesh: local devices in a grid with two named axes, `data` (batches split along it)
+and `model` (weights split along it, engine/sharding.py). Across hosts, jax.distributed splits
+the requests and gathers the answers (split_for_process / sum_over_processes): the `data` axis
+of `--mesh data=D,model=M` counts every process's data shards, the model axis stays within a
+host. Data-parallel runs are the model=1 case of the same code."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -38,36 +41,148 @@ def split_cpu_cores(limit: int = 4) -> None:
         pass
 
 
+def default_dtype() -> str:
+    """bfloat16 where the matrix units are built for it (GPU, TPU); float32 on CPU, where bf16
+    is emulated and slower. Norms, softmax, log-softmax and log-prob sums stay fp32 either way."""
+    return "float32" if jax.default_backend() == "cpu" else "bfloat16"
+
+
+MEMORY_SHARE = 0.9  # of a device's bytes_limit that weights + KV cache may take (the rest: activations)
+_ACTIVE: list[Mesh] = []
+
+
+def parse_mesh(text) -> tuple[int | None, int | None]:
+    """'auto', 'data=D,model=M' (either may be left out), {"data": D, "model": M}, (D, M) or None
+    -> (D or None, M or None); None means chosen (make_mesh)."""
+    if text is None or text == "auto":
+        return None, None
+    if isinstance(text, (tuple, list)) and len(text) == 2:
+        return tuple(int(x) for x in text)
+    if isinstance(text, dict):
+        pairs = text.items()
+    else:
+        try:
+            pairs = [part.split("=") for part in str(text).split(",")]
+            pairs = [(k.strip(), int(v)) for k, v in pairs]
+        except ValueError:
+            raise BabelevalError(f"mesh {text!r}: expected auto or data=D,model=M (e.g. data=2,model=2)") from None
+    sizes = dict(pairs)
+    if set(sizes) - {"data", "model"} or any(not isinstance(v, int) or v < 1 for v in sizes.values()):
+        raise BabelevalError(f"mesh {text!r}: expected auto or data=D,model=M with positive sizes (e.g. data=2,model=2)")
+    return sizes.get("data"), sizes.get("model")
+
+
+def auto_model_axis(weight_bytes: int, kv_bytes: int, devices: list) -> int:
+    """The smallest model axis (a divisor of the local device count) whose weights + KV cache
+    per device fit MEMORY_SHARE of each device's memory; 1 where the platform does not say
+    (CPU), or where nothing fits (then the run reports its out-of-memory itself)."""
+    stats = devices[0].memory_stats() if hasattr(devices[0], "memory_stats") else None
+    limit = (stats or {}).get("bytes_limit")
+    if devices[0].platform == "cpu" or not limit:
+        return 1
+    for model in (m for m in range(1, len(devices) + 1) if len(devices) % m == 0):
+        if (weight_bytes + kv_bytes) / model <= MEMORY_SHARE * limit:
+            return model
+    return 1
+
+
+def make_mesh(spec=None, weight_bytes: int = 0, kv_bytes: int = 0) -> Mesh:
+    """The (data, model) mesh over this process's devices for a --mesh spec (parse_mesh, or a
+    Mesh as it is); data counts the data shards of all processes together. An explicit mesh may
+    take fewer devices than there are (the first ones: a 1-device reference beside 8 devices)."""
+    if isinstance(spec, Mesh):
+        return spec
+    devices = jax.local_devices()
+    count, processes = len(devices), jax.process_count()
+    data, model = parse_mesh(spec)
+    if model is None:
+        model = auto_model_axis(weight_bytes, kv_bytes, devices) if data is None else max(1, count * processes // data)
+    if data is None:
+        data = processes * (count // model)
+    local_data = data // processes
+    if data % processes or local_data * model > count or (spec in (None, "auto") and local_data * model != count):
+        raise BabelevalError(f"mesh data={data},model={model}: needs data x model = {count * processes} devices "
+                             f"({processes} process(es) x {count} local device(s); the model axis stays within a process)")
+    return _grid(local_data, model)
+
+
 @functools.lru_cache(maxsize=None)
+def _grid(data: int, model: int) -> Mesh:
+    devices = jax.local_devices()[:data * model]
+    try:
+        from jax.experimental import mesh_utils
+
+        grid = mesh_utils.create_device_mesh((data, model), devices=devices)
+    except Exception:  # noqa: BLE001  (no topology to follow, e.g. virtual CPU devices)
+        grid = np.asarray(devices).reshape(data, model)
+    return Mesh(grid, ("data", "model"))
+
+
+@contextlib.contextmanager
+def using(m: Mesh):
+    """Engine calls run on their own mesh (every helper below reads it through mesh())."""
+    _ACTIVE.append(m)
+    try:
+        yield m
+    finally:
+        _ACTIVE.pop()
+
+
 def mesh() -> Mesh:
-    return Mesh(np.asarray(jax.local_devices()), ("data",))
+    """The mesh of the engine call in progress; outside one, every local device along data."""
+    return _ACTIVE[-1] if _ACTIVE else _grid(len(jax.local_devices()), 1)
 
 
 def num_devices() -> int:
     return len(jax.local_devices())
 
 
+def data_shards() -> int:
+    """How many pieces a batch is split into (rows are padded to a multiple of it)."""
+    return mesh().shape["data"]
+
+
 def shard_batch(*arrays):
-    """Place arrays (or pytrees of arrays) with their leading (batch) axis split over the local devices."""
+    """Place arrays (or pytrees of arrays) with their leading (batch) axis split along data."""
     sharding = NamedSharding(mesh(), PartitionSpec("data"))
     return tuple(jax.device_put(a, sharding) for a in arrays)
 
 
 def per_device(fn, replicated: int = 1):
-    """fn run by every local device on its own slice (leading axis) of each argument after
-    the first `replicated`, which every device gets whole (the parameters). Inside fn the
-    code is plain per-device code: data-dependent loops need no agreement across devices."""
+    """fn run by every data shard on its own slice (leading axis) of each argument after the
+    first `replicated`, which every shard gets whole (the parameters). Only `data` is manual:
+    inside fn the code is plain per-shard code (data-dependent loops need no agreement across
+    shards), and the `model` axis is XLA's (sharded jit: it splits the work as the weights are
+    split and inserts the collectives)."""
     split = PartitionSpec("data")
 
     def run(*args):
         specs = (PartitionSpec(),) * replicated + (split,) * (len(args) - replicated)
-        return jax.shard_map(fn, mesh=mesh(), in_specs=specs, out_specs=split, check_vma=False)(*args)
+        return jax.shard_map(fn, mesh=mesh(), in_specs=specs, out_specs=split, axis_names={"data"},
+                             check_vma=False)(*args)
 
     return run
 
 
 def replicate(tree):
     return jax.device_put(tree, NamedSharding(mesh(), PartitionSpec()))
+
+
+def _kv_sharding(x, rows):
+    """KV caches [B, Hkv, S, D]: heads along model where they divide it; rows as `rows`."""
+    heads = "model" if x.ndim == 4 and x.shape[1] % mesh().shape["model"] == 0 else None
+    return NamedSharding(mesh(), PartitionSpec(rows, heads))
+
+
+def place_kv(cache):
+    """Per-layer KV caches (a computed prefix, a prefix table) on the mesh: rows on every data
+    shard, heads split along model where they divide it."""
+    return jax.tree.map(lambda x: jax.device_put(x, _kv_sharding(x, None)), cache)
+
+
+def constrain_kv(cache):
+    """Inside jit: KV caches with rows along data, heads along model where they divide it."""
+    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, _kv_sharding(x, "data")), cache)
 
 
 def split_for_process(count: int) -> list[int]:
@@ -99,7 +214,7 @@ def texts_from_all_processes(texts: list[str]) -> list[str]:
 
 
 def describe() -> dict:
-    """What results.json records about where it ran."""
+    """What results.json records about where it ran (engines add their mesh and weight placement)."""
     device = jax.local_devices()[0]
     return {"platform": device.platform, "kind": device.device_kind, "local_devices": num_devices(),
             "processes": jax.process_count(), "process_index": jax.process_index()}

@@ -18,7 +18,8 @@ from ..models.config import EncoderConfig
 from ..models.encoder import pool
 from .buckets import CompileCounter, length_batches, padded_rows
 from .compile_cache import default_compilation_cache
-from .devices import num_devices, replicate, shard_batch
+from .devices import data_shards, shard_batch, using
+from .sharding import place_model
 from .forward import encoder_forward, padded_causal
 from ..requests import Embed
 
@@ -33,7 +34,7 @@ def decoder_mean_pooled(params, tokens, attention_mask, config, dtype=jnp.float3
 
 class Embedder:
     def __init__(self, model, max_length: int = 512, token_budget: int = 8192, batch_size: int | None = None,
-                 normalize: bool | None = None):
+                 normalize: bool | None = None, mesh=None):
         self.model = model
         self.encoder = isinstance(model.config, EncoderConfig)
         self.max_length = min(max_length, model.config.max_positions)
@@ -41,7 +42,7 @@ class Embedder:
         self.batch_size = batch_size
         self.normalize = model.config.normalize if normalize is None and self.encoder else bool(normalize)
         default_compilation_cache()
-        self.params = replicate(model.params)
+        self.mesh, self.params, self.placement = place_model(model, mesh)
         self.compiles = CompileCounter()
         self.seconds = 0.0
 
@@ -54,11 +55,17 @@ class Embedder:
         return [(tok.prefix + r)[:self.max_length] for r in tok.encode_batch(texts)]
 
     def embed(self, requests: list[Embed], progress=None) -> np.ndarray:
+        """One vector per request, in order; batches split along the mesh's data axis, the
+        weights along its model axis (mesh: 'auto', 'data=D,model=M' or (D, M))."""
+        with using(self.mesh):
+            return self._embed(requests, progress)
+
+    def _embed(self, requests: list[Embed], progress=None) -> np.ndarray:
         start = time.time()
         rows = self.tokens([r.prefix + r.text for r in requests])
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         out = None
-        for length, first, stop in length_batches([len(rows[j]) for j in order], self.token_budget, num_devices(),
+        for length, first, stop in length_batches([len(rows[j]) for j in order], self.token_budget, data_shards(),
                                                   batch_size=self.batch_size, minimum=8):
             batch = order[first:stop]
             vectors = self._run([rows[j] for j in batch], length)
@@ -71,7 +78,7 @@ class Embedder:
         return out if out is not None else np.zeros((0, self.model.config.hidden_size), np.float32)
 
     def _run(self, rows: list[list[int]], length: int) -> np.ndarray:
-        n = padded_rows(len(rows), num_devices())
+        n = padded_rows(len(rows), data_shards())
         tokens = np.zeros((n, length), np.int32)
         mask = np.zeros((n, length), np.int32)
         for b, row in enumerate(rows):

@@ -33,7 +33,8 @@ from ..runlog import warn_once
 from .prefix import attention_inputs, prefix_bucket, prefix_groups, prefix_rows, prefix_table
 from .buckets import CompileCounter, batch_size_for, length_batches, length_bucket, next_pow2, padded_rows
 from .compile_cache import default_compilation_cache
-from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, texts_from_all_processes
+from .devices import constrain_kv, data_shards, per_device, shard_batch, split_for_process, texts_from_all_processes, using
+from .sharding import kv_bytes_per_token, place_model
 from ..requests import Generate, GenerateResult, cut_at_stop
 
 
@@ -115,7 +116,8 @@ def join_batches(firsts, caches, max_new: int):
         pad = lambda a: jnp.pad(a, ((0, 0), (0, 0), (0, max_new), (0, 0)))
         return jnp.concatenate(firsts), jax.tree.map(lambda *parts: jnp.concatenate([pad(a) for a in parts]), *caches)
 
-    return per_device(local, replicated=0)(firsts, caches)
+    first, cache = per_device(local, replicated=0)(firsts, caches)
+    return first, constrain_kv(cache)  # the decode cache's KV heads along model
 
 
 def decode_row_order(batch_rows: list[int], devices: int) -> list[tuple[int, int]]:
@@ -158,12 +160,13 @@ class GenerationStats:
 
 class Generator:
     def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
-                 decode_budget: int | None = None, share_prefixes: bool = True):
+                 decode_budget: int | None = None, share_prefixes: bool = True, mesh=None):
         """max_length: prompt + new tokens, the model's own limit by default (a 2,048 default cut
         XQuAD-hi's longest prompts, which transformers reads whole); token_budget: prompt slots
         per prefill batch; decode_budget: cache slots (prompt + new) decoded together,
         4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB);
-        share_prefixes: a long prompt prefix many prompts share is prefilled once."""
+        share_prefixes: a long prompt prefix many prompts share is prefilled once; mesh: 'auto',
+        'data=D,model=M' or (D, M) (engine/devices.py, engine/sharding.py)."""
         self.model = model
         self.share_prefixes = share_prefixes
         self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
@@ -171,7 +174,8 @@ class Generator:
         self.decode_budget = decode_budget or 4 * token_budget
         self.batch_size = batch_size
         default_compilation_cache()
-        self.params = replicate(model.params)
+        kv_bytes = kv_bytes_per_token(model.config, model.dtype) * self.decode_budget
+        self.mesh, self.params, self.placement = place_model(model, mesh, kv_bytes)
         self.stats = GenerationStats()
 
     def prompt_tokens(self, context: str, max_new: int) -> list[int]:
@@ -195,6 +199,10 @@ class Generator:
         """Greedy continuations with why each stopped, in request order (requests with different
         stops/max_new_tokens batch apart). Across jax.distributed processes each answers its
         share, and all get all."""
+        with using(self.mesh):
+            return self._generate_results(requests, progress)
+
+    def _generate_results(self, requests: list[Generate], progress=None) -> list[GenerateResult]:
         start = time.time()
         out = [GenerateResult("", "", 0)] * len(requests)
         groups: dict[tuple, list[int]] = {}
@@ -230,7 +238,7 @@ class Generator:
         () for none), in batches of one shape: the prefixes in the slots of the longest, the rest
         in the bucket of the longest rest; then decode them together. Returns every prompt's new
         tokens (-1 after it stopped)."""
-        devices, config, dtype = num_devices(), self.model.config, self.model.dtype
+        devices, config, dtype = data_shards(), self.model.config, self.model.dtype
         start_time = time.perf_counter()
         distinct = {p: k for k, p in enumerate(dict.fromkeys(p for p in prefixes if p))}  # prefix -> table row
         held = prefix_bucket(max(map(len, distinct))) if distinct else 0  # every row's prefix slots
@@ -303,7 +311,7 @@ def decode_groups(groups, prompts: list[list[int]], budget: int, new_bucket: int
     the prompts of one prefix stay in one decode group (the prefix is computed once per group)
     unless they alone fill one; prompts without a shared prefix decode apart, longest first.
     A group's rows: the most that fit `budget` cache slots at its first prompt's length."""
-    devices = num_devices()
+    devices = data_shards()
 
     def size(i):
         return batch_size or batch_size_for(length_bucket(len(prompts[i])) + new_bucket, budget, devices)

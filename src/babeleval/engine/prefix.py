@@ -19,7 +19,7 @@ import numpy as np
 from ..models import build_module
 from ..models.decoder import empty_cache
 from .buckets import length_bucket, padded_rows
-from .devices import num_devices, per_device, replicate, shard_batch
+from .devices import data_shards, per_device, place_kv, replicate, shard_batch
 
 MIN_PREFIX = 32  # a 49-54 token instruction header (ProverbEval t1 on SIB-200 with SmolLM2's tokenizer) pays
 STEP = 16
@@ -127,9 +127,9 @@ def prefix_groups(contexts: list[list[int]], share: bool = True) -> list[tuple[t
 def computed_prefixes(params, groups, model, stats):
     """(prefix, members, cache) for every group of prefix_groups: cache = the prefix's KV in
     prefix_bucket slots and its length, on every device (None for no prefix). Prefixes are
-    computed a device's worth at a time, one per device in parallel (a prefix per XQuAD
-    paragraph: 240), then copied to all; counted in stats (prefixes, prefix_tokens, compiles)."""
-    devices = num_devices()
+    computed a data shard's worth at a time, one per shard in parallel (a prefix per XQuAD
+    paragraph: 240), then copied to all (KV heads split along model where they divide it); counted in stats (prefixes, prefix_tokens, compiles)."""
+    devices = data_shards()
     for start in range(0, len(groups), devices):
         chunk = groups[start: start + devices]
         prefixes = [prefix for prefix, _ in chunk if prefix]
@@ -140,13 +140,14 @@ def computed_prefixes(params, groups, model, stats):
 
 def _compute(params, prefixes: list[tuple], model, stats) -> list:
     kv = _computed(params, prefixes, prefix_bucket(max(map(len, prefixes))), model, stats)
-    return [replicate((jax.tree.map(lambda x: x[r: r + 1], kv), jnp.int32(len(prefix)))) for r, prefix in enumerate(prefixes)]
+    return [(place_kv(jax.tree.map(lambda x: x[r: r + 1], kv)), replicate(jnp.int32(len(prefix))))
+            for r, prefix in enumerate(prefixes)]
 
 
 def _computed(params, prefixes: list[tuple], slots: int, model, stats):
     """The prefixes' keys and values in `slots` slots, one row each (padding rows after them
     to fill every device), split over the devices; counted in stats."""
-    rows = padded_rows(len(prefixes), num_devices())
+    rows = padded_rows(len(prefixes), data_shards())
     tokens = np.zeros((rows, slots), np.int32)
     for r, prefix in enumerate(prefixes):
         tokens[r, :len(prefix)] = prefix
@@ -161,12 +162,12 @@ def prefix_table(params, prefixes: list[tuple], slots: int, model, stats):
     K >= len(prefixes), row k prefix k) on every device: computed one prefix per device at a time,
     each device's worth in its own prefix_bucket (a 900-token prefix is not computed in the
     1,536 slots of the group's longest), so the program is keyed by that bucket alone."""
-    devices = num_devices()
+    devices = data_shards()
     chunks = []
     for start in range(0, len(prefixes), devices):
         chunk = prefixes[start: start + devices]
         chunks.append(_computed(params, chunk, prefix_bucket(max(map(len, chunk))), model, stats))
-    return replicate(_stacked(tuple(chunks), slots))
+    return place_kv(_stacked(tuple(chunks), slots))
 
 
 @partial(jax.jit, static_argnames=("slots",))

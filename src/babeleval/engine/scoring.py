@@ -24,8 +24,9 @@ from ..models import build_module
 from ..runlog import warn_once
 from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
 from .compile_cache import default_compilation_cache
-from .devices import num_devices, per_device, replicate, shard_batch, split_for_process, sum_over_processes
+from .devices import data_shards, per_device, shard_batch, split_for_process, sum_over_processes, using
 from .head import HEAD_CHUNK, score_positions
+from .sharding import kv_bytes_per_token, place_model
 from .prefix import attention_inputs, computed_prefixes, prefix_groups, prefix_slots
 from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
@@ -212,19 +213,25 @@ def _split_tail(batch: list, devices: int) -> list[list]:
 
 class Scorer:
     def __init__(self, model, max_length: int | None = None, token_budget: int = 4096, batch_size: int | None = None,
-                 share_prefixes: bool = True):
+                 share_prefixes: bool = True, mesh=None):
         """max_length: the model's own limit by default (as lm-eval's HF backend); share_prefixes:
-        compute long prefixes that many contexts share once (engine/prefix.py)."""
+        compute long prefixes that many contexts share once (engine/prefix.py); mesh: 'auto',
+        'data=D,model=M' or (D, M) (engine/devices.py, engine/sharding.py)."""
         self.model = model
         self.share_prefixes = share_prefixes
         self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
         self.token_budget = token_budget
         self.batch_size = batch_size
         default_compilation_cache()
-        self.params = replicate(model.params)
+        kv_bytes = kv_bytes_per_token(model.config, model.dtype) * token_budget
+        self.mesh, self.params, self.placement = place_model(model, mesh, kv_bytes)
         self.stats = ScoringStats()
 
     def loglikelihood(self, requests: list[Loglikelihood], progress=None) -> list[LoglikelihoodResult]:
+        with using(self.mesh):
+            return self._loglikelihood(requests, progress)
+
+    def _loglikelihood(self, requests: list[Loglikelihood], progress=None) -> list[LoglikelihoodResult]:
         start = time.time()
         pairs = split_pairs(self.model.tokenizer, [(r.context, r.continuation) for r in requests])
         self.stats.seconds += time.time() - start
@@ -272,22 +279,22 @@ class Scorer:
         lengths = sorted(by_length, reverse=True)
         for i, length in enumerate(lengths):
             group = by_length[length]
-            size = self.batch_size or batch_size_for(length, self.token_budget, num_devices())
+            size = self.batch_size or batch_size_for(length, self.token_budget, data_shards())
             for start in range(0, len(group), size):
                 batch = group[start: start + size]
                 if start + size < len(group):
                     yield length, batch
                     continue
-                empty = padded_rows(len(batch), num_devices()) - len(batch)
+                empty = padded_rows(len(batch), data_shards()) - len(batch)
                 for shorter in lengths[i + 1:]:
                     while empty and by_length[shorter]:
                         batch.append(by_length[shorter].pop())
                         empty -= 1
-                for part in _split_tail(batch, num_devices()):
+                for part in _split_tail(batch, data_shards()):
                     yield length, part
 
     def _run(self, batch: list[list[Row]], length: int, logprob: np.ndarray, not_greedy: np.ndarray, prefix=None) -> None:
-        devices = num_devices()
+        devices = data_shards()
         rows = padded_rows(len(batch), devices)
         rows_per_device = rows // devices
         tokens = np.zeros((rows, length), np.int32)

@@ -13,11 +13,11 @@ import jax.numpy as jnp
 from ..errors import BabelevalError
 from ..paths import cache_dir
 from ..models import DTYPES, abstract_params, build_module
-from ..models.config import ModelConfig
-from .checkpoint import is_checkpoint, restore_params, save_checkpoint
+from ..models.config import ModelConfig, load_config
+from .checkpoint import CONFIG, is_checkpoint, restore_params, save_checkpoint
 from .gguf_file import gguf_tokenizer, read_gguf
 from .hf_config import config_from_hf
-from .hf_folder import download, hf_tokenizer, read_json, read_safetensors
+from .hf_folder import download, hf_tokenizer, read_json, safetensors_items
 from .names import to_param_tree
 from .tokenizer import HFTokenizer, Special, Tokenizer
 
@@ -31,6 +31,7 @@ class LoadedModel:
     tokenizer: Tokenizer
     dtype: jnp.dtype
     source: str
+    mesh: object = None  # the jax Mesh load_model(mesh=...) placed the weights on (engines default to it)
 
     @property
     def module(self):
@@ -84,12 +85,23 @@ def resolve(spec: str) -> Path:
 
 
 def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str | None = None,
-               normalize: bool | None = None) -> LoadedModel:
-    jdtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
+               normalize: bool | None = None, mesh=None) -> LoadedModel:
+    """dtype: float32, bfloat16, or auto (bfloat16 on GPU/TPU, float32 on CPU: engine/devices.py).
+    Tensors are read one at a time and each is placed on its devices before the next is read:
+    on the first local device (mesh None), or split over a mesh ('auto', 'data=D,model=M',
+    (D, M)) by engine/sharding.py's rules, which the engines then use as they are; a babeleval
+    checkpoint is restored by orbax straight into that sharding."""
+    from ..engine.devices import default_dtype, split_cpu_cores
+    from ..engine.sharding import load_placement
+
+    split_cpu_cores()  # the first arrays are made here: JAX gets its CPU devices before them
+    jdtype = DTYPES[default_dtype() if dtype == "auto" else dtype] if isinstance(dtype, str) else dtype
     path = resolve(spec)
     if path.is_dir() and is_checkpoint(path):
-        config, params, tokenizer = restore_params(path, jdtype)
-        return LoadedModel(config, params, tokenizer, jdtype, str(path))
+        config = load_config(path / CONFIG)
+        placed_on, sharding = load_placement(config, abstract_params(config, jdtype), mesh)
+        config, params, tokenizer = restore_params(path, jdtype, sharding)
+        return LoadedModel(config, params, tokenizer, jdtype, str(path), placed_on)
     if path.suffix == ".gguf":
         raw, tensors, meta = read_gguf(path)
         config = config_from_hf(raw, str(path))
@@ -98,15 +110,17 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
     elif path.is_dir():
         raw = read_json(path / "config.json")
         config = config_from_hf(raw, str(path / "config.json"))
-        tensors = read_safetensors(path)
+        tensors = safetensors_items(path)
         tokenizer = hf_tokenizer(path, raw, add_bos=config.arch.startswith("gemma"))
     else:
         raise BabelevalError(f"{path}: expected a .gguf file, an HF model folder or a babeleval checkpoint")
     if config.kind == "encoder":
         config = _encoder_pooling(config, path, pooling, normalize)
-    params = to_param_tree(tensors, config, abstract_params(config, jdtype), str(path), jdtype)
-    params = jax.tree_util.tree_map(jnp.asarray, params)
-    return LoadedModel(config, params, tokenizer, jdtype, str(path))
+    abstract = abstract_params(config, jdtype)
+    placed_on, sharding = load_placement(config, abstract, mesh)
+    params = to_param_tree(tensors, config, abstract, str(path), jdtype,
+                           place=lambda key, array: jax.device_put(array, sharding(key, array.shape)))
+    return LoadedModel(config, params, tokenizer, jdtype, str(path), placed_on)
 
 
 def _encoder_pooling(config, path: Path, pooling, normalize):

@@ -53,14 +53,23 @@ def check_complete(folder: Path) -> None:
                                  f"{size} were written); copy or convert it again")
 
 
-def restore_params(folder: Path, dtype=jnp.float32):
+def restore_params(folder: Path, dtype=jnp.float32, sharding=None):
+    """sharding(path, shape) -> each parameter's target sharding: orbax reads every array
+    straight into its device shards (engine/sharding.py's load_placement)."""
+    import jax
     import orbax.checkpoint as ocp
 
     folder = Path(folder).absolute()
     config = load_config(folder / CONFIG)
     check_complete(folder)
+    target = abstract_params(config, dtype)
+    if sharding is not None:
+        from ..engine.sharding import path_name
+
+        target = jax.tree_util.tree_map_with_path(
+            lambda p, x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding(path_name(p), x.shape)), target)
     try:
-        params = ocp.StandardCheckpointer().restore(folder / "params", abstract_params(config, dtype))
+        params = ocp.StandardCheckpointer().restore(folder / "params", target)
     except Exception as exc:  # noqa: BLE001  (orbax raises plain Exceptions for unreadable arrays)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BabelevalError(f"{folder}: a corrupt or partial babeleval checkpoint ({first[:200]}); "

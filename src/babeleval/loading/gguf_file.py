@@ -104,13 +104,17 @@ def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
 
 
 def gguf_tensors(reader, meta: dict, raw: dict) -> dict[str, np.ndarray]:
+    return dict(gguf_items(reader, meta, raw))
+
+
+def gguf_items(reader, meta: dict, raw: dict):
+    """(HF name, float32 array) per tensor, dequantised one at a time (the file is memory-mapped)."""
     from gguf.quants import dequantize
 
     arch = meta["general.architecture"]
     names = [(re.compile(rf"^{src}\.(weight|bias)$"), dst) for src, dst in NAMES]
     ffn_norm = "pre_feedforward_layernorm" if arch in SANDWICH else "post_attention_layernorm"
     names.append((re.compile(r"^blk\.(\d+)\.ffn_norm\.(weight|bias)$"), rf"model.layers.\1.{ffn_norm}"))
-    out = {}
     for tensor in reader.tensors:
         array = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
         array = array.reshape(tuple(reversed([int(x) for x in tensor.shape])))
@@ -126,8 +130,7 @@ def gguf_tensors(reader, meta: dict, raw: dict) -> dict[str, np.ndarray]:
             array = _unpermute(array, heads)
         if arch.startswith("gemma") and "norm" in name:
             array = array - 1.0
-        out[name] = array
-    return out
+        yield name, array
 
 
 def gguf_tokenizer(meta: dict):
@@ -142,10 +145,11 @@ def gguf_tokenizer(meta: dict):
 
 
 def read_gguf(path: Path):
+    """(config.json-like dict, (name, array) pairs read lazily, metadata)."""
     reader = _reader(path)
     meta = _metadata(reader)
     raw = gguf_config(meta, {t.name for t in reader.tensors}, path)
-    return raw, gguf_tensors(reader, meta, raw), meta
+    return raw, gguf_items(reader, meta, raw), meta
 
 
 def read_gguf_metadata(path: Path) -> dict:

@@ -34,19 +34,23 @@ def _safetensors_files(folder: Path) -> list[Path]:
 
 
 def read_safetensors(folder: Path) -> dict[str, np.ndarray]:
+    return {key: np.asarray(array, np.float32) for key, array in safetensors_items(folder)}
+
+
+def safetensors_items(folder: Path):
+    """(name, array in the file's dtype) for every tensor, read one at a time (a loader places
+    each on its devices before the next is read: never the whole model on the host)."""
     from safetensors import safe_open
 
-    tensors = {}
     for file in _safetensors_files(folder):
         try:
-            with safe_open(str(file), framework="flax") as handle:
+            with safe_open(str(file), framework="numpy") as handle:
                 for key in handle.keys():
-                    tensors[key] = np.asarray(handle.get_tensor(key), dtype=np.float32)
+                    yield key, handle.get_tensor(key)
         except (OSError, ValueError) as exc:
             raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
         except Exception as exc:  # safetensors raises its own SafetensorError on corrupt headers
             raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
-    return tensors
 
 
 def hf_tokenizer(folder: Path, raw_config: dict, add_bos: bool) -> HFTokenizer:

@@ -108,23 +108,29 @@ def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str
     return {f"{path}/{p}/{name}": part for p, part in zip("qkv", parts)}
 
 
-def to_param_tree(tensors: dict[str, np.ndarray], cfg, expected, source: str, dtype) -> dict:
-    """Rename file tensors into our tree and check them against `expected` (an eval_shape tree)."""
+def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dict:
+    """Rename file tensors (a dict, or (name, array) pairs read lazily) into our tree and check
+    them against `expected` (an eval_shape tree). place(path, array in dtype) puts each
+    parameter where it goes as soon as it is read (its device shards: loading/__init__.py),
+    so the host holds one tensor at a time; by default parameters stay numpy arrays."""
     compiled = [(re.compile(rf"^{pat}\.(weight|bias)$"), target, kind) for pat, target, kind in rules_for(cfg)]
+    want = {"/".join(str(k.key) for k in path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(expected)[0]}
+    place = place or (lambda key, array: array)
     flat, unexpected = {}, []
-    for key, array in tensors.items():
+    for key, array in (tensors.items() if isinstance(tensors, dict) else tensors):
         for regex, target, kind in compiled:
             match = regex.match(key)
             if match:
                 leaf = match.groups()[-1]
                 if kind == "linear" and target == "lm_head" and getattr(cfg, "tie_embeddings", False):
                     break  # a tied head some exporters still write out
-                flat.update(_leaves(kind, leaf, match.expand(target), np.asarray(array), cfg))
+                for name, part in _leaves(kind, leaf, match.expand(target), np.asarray(array), cfg).items():
+                    _check_shape(source, name, part, want)
+                    flat[name] = place(name, np.asarray(part).astype(dtype)) if name in want else part
                 break
         else:
             if not IGNORED.search(key):
                 unexpected.append(key)
-    want = {"/".join(str(k.key) for k in path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(expected)[0]}
     missing = [k for k in want if k not in flat and k.split("/")[0] not in OPTIONAL]
     extra = [k for k in flat if k not in want]
     if unexpected or missing or extra:
@@ -138,12 +144,15 @@ def to_param_tree(tensors: dict[str, np.ndarray], cfg, expected, source: str, dt
     for key, spec in want.items():
         array = flat.get(key)
         if array is None:  # optional and absent
-            array = np.zeros(spec.shape, np.float32)
-        if tuple(array.shape) != tuple(spec.shape):
-            raise BabelevalError(f"{source}: shape mismatch for {key}: expected {tuple(spec.shape)}, found {tuple(array.shape)}")
+            array = place(key, np.zeros(spec.shape, dtype))
         node = tree
         *parents, last = key.split("/")
         for p in parents:
             node = node.setdefault(p, {})
-        node[last] = np.asarray(array, dtype=np.float32).astype(dtype)
+        node[last] = array
     return tree
+
+
+def _check_shape(source: str, key: str, array, want: dict) -> None:
+    if key in want and tuple(array.shape) != tuple(want[key].shape):
+        raise BabelevalError(f"{source}: shape mismatch for {key}: expected {tuple(want[key].shape)}, found {tuple(array.shape)}")

@@ -4,8 +4,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import engine  # noqa: F401  (gives JAX its CPU devices before any array exists)
-
 from .config import DecoderConfig, EncoderConfig, ModelConfig
 from .decoder import Decoder
 from .encoder import Encoder

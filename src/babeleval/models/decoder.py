@@ -8,12 +8,14 @@ only the positions they score.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from .config import DecoderConfig
-from .layers import MLP, Norm, alibi_slopes, apply_rope, attend, rope_inv_freq
+from .layers import MLP, Norm, alibi_slopes, apply_rope, attend, attend_fused, attention_implementation, rope_inv_freq
 
 
 def _norm(cfg: DecoderConfig, name: str, eps=None) -> Norm:
@@ -55,7 +57,11 @@ class Attention(nn.Module):
             bias = -jnp.asarray(alibi_slopes(cfg.num_heads))[None, :, None, None] * distance[:, None].astype(jnp.float32)
         scale = cfg.attn_scale or cfg.head_dim ** -0.5
         offset = cache_index if isinstance(cache_index, int) else 0  # a traced index: one query (decode)
-        out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias, causal=True, offset=offset)
+        fused = attention_implementation()
+        if fused is not None and bias is None and not cfg.attn_softcap:
+            out = attend_fused(q, k, v, mask, scale, fused)
+        else:
+            out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias, causal=True, offset=offset)
         return dense(cfg.hidden_size, cfg.out_bias, "o")(out), cache
 
 
@@ -94,7 +100,8 @@ class Decoder(nn.Module):
         self.layers = [Block(cfg, i, self.dtype) for i in range(cfg.num_layers)]
         self.final_norm = _norm(cfg, "final_norm")
         if not cfg.tie_embeddings:
-            self.lm_head = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype)
+            self.lm_head = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
+                                    dot_general=partial(jax.lax.dot_general, preferred_element_type=jnp.float32))
 
     def __call__(self, tokens, positions, mask, cache=None, cache_index=None, kv_positions=None):
         """tokens, positions: [B, T]; mask: [B, T, S] (S = T without a cache).
@@ -117,8 +124,13 @@ class Decoder(nn.Module):
         return self.final_norm(x), (None if cache is None else new_cache)
 
     def logits(self, hidden):
-        """Project hidden states to float32 vocabulary logits (soft-capped where the family does)."""
-        out = self.embed.attend(hidden) if self.cfg.tie_embeddings else self.lm_head(hidden)
+        """Project hidden states to float32 vocabulary logits (soft-capped where the family does),
+        accumulated and returned in fp32 whatever the weights' dtype (bf16 logits would round
+        a logit of 20 by up to 0.06 before the log-softmax)."""
+        if self.cfg.tie_embeddings:
+            out = jnp.dot(hidden, self.embed.embedding.T, preferred_element_type=jnp.float32)
+        else:
+            out = self.lm_head(hidden)
         out = out.astype(jnp.float32)
         if self.cfg.final_softcap:
             out = jnp.tanh(out / self.cfg.final_softcap) * self.cfg.final_softcap

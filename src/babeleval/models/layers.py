@@ -3,6 +3,7 @@ attention over an explicit mask, and the two MLP shapes."""
 from __future__ import annotations
 
 import math
+import os
 
 import flax.linen as nn
 import jax
@@ -234,6 +235,30 @@ def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offse
     outs = jax.lax.map(one_chunk, jnp.arange(tp // chunk))  # [n, B, Hkv, G, C, D]
     out = outs.transpose(1, 0, 4, 2, 3, 5).reshape(b, tp, h * d)
     return out[:, :t]
+
+
+ATTENTION_ENV = "BABELEVAL_ATTENTION"
+
+
+def attention_implementation() -> str | None:
+    """None: babeleval's kernels above (CPU: the chunked loops were tuned there); else the
+    `implementation` of jax.nn.dot_product_attention ("" lets JAX pick: cuDNN's flash kernel on
+    GPU, XLA's on TPU). BABELEVAL_ATTENTION=kernels|xla|cudnn|auto chooses (default auto)."""
+    chosen = os.environ.get(ATTENTION_ENV, "auto")
+    if chosen not in ("auto", "kernels", "xla", "cudnn"):
+        raise BabelevalError(f"{ATTENTION_ENV}={chosen!r}: expected auto, kernels, xla or cudnn")
+    if chosen == "auto":
+        return None if jax.default_backend() == "cpu" else ""
+    return None if chosen == "kernels" else chosen
+
+
+def attend_fused(q, k, v, mask, scale, implementation: str = ""):
+    """attend through jax.nn.dot_product_attention (no softcap, no ALiBi bias: those keep the
+    kernels). q: [B, T, H, D]; k, v: [B, Hkv, S, D] (the cache layout); mask: [B, T, S]."""
+    b, t, h, d = q.shape
+    out = jax.nn.dot_product_attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), mask=mask[:, None],
+                                       scale=scale, implementation=implementation or None)
+    return out.reshape(b, t, h * d)
 
 
 class MLP(nn.Module):

@@ -33,12 +33,12 @@ def register(prefix: str, factory) -> None:
 
 
 class ModelEmbedder:
-    def __init__(self, model, prefix: str = "", batch_size: int | None = None):
+    def __init__(self, model, prefix: str = "", batch_size: int | None = None, mesh=None):
         from ..engine.embed import Embedder
         from ..provenance import file_sha256
 
         self.model, self.prefix = model, prefix
-        self.engine = Embedder(model, batch_size=batch_size)
+        self.engine = Embedder(model, batch_size=batch_size, mesh=mesh)
         cfg = model.config
         weights = file_sha256(model.source) or _stamp(model.source)
         self.identity = (f"babeleval:{weights}:{cfg.arch}:{getattr(cfg, 'pooling', 'mean')}:"

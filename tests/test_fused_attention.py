@@ -1,0 +1,74 @@
+"""jax.nn.dot_product_attention (implementation="xla", what TPUs run; GPUs get cuDNN's kernel
+with the same inputs) gives babeleval's own attention kernels' outputs on the masks the engine
+builds: a left-padded causal prefill past one query chunk, rows after a cached prefix (the
+looped kernel), one decode query over a cache with empty slots, packed option rows."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from babeleval.engine.scoring import question_mask
+from babeleval.models.layers import attend, attend_fused, attention_implementation
+
+SHAPES = {"smollm2": (9, 3, 64), "gemma3": (4, 1, 256)}  # query heads, KV heads, head dim
+
+
+def _qkv(b, t, s, heads, kv_heads, d, seed=0):
+    r = np.random.default_rng(seed)
+    q = r.standard_normal((b, t, heads, d), np.float32)
+    k, v = (r.standard_normal((b, kv_heads, s, d), np.float32) for _ in range(2))
+    return jnp.asarray(q), jnp.asarray(k), jnp.asarray(v)
+
+
+def _same(q, k, v, mask, **kernel):
+    scale = q.shape[-1] ** -0.5
+    want = jax.jit(lambda *a: attend(*a, scale, causal=True, **kernel))(q, k, v, mask)
+    got = jax.jit(lambda *a: attend_fused(*a, scale, "xla"))(q, k, v, mask)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("model", SHAPES)
+def test_left_padded_causal_prefill(model):
+    t = 200  # past one 64-query chunk: the kernel's chunked path
+    valid = np.ones((2, t), bool)
+    valid[0, :37] = False
+    q, k, v = _qkv(2, t, t, *SHAPES[model])
+    mask = jnp.tril(jnp.ones((t, t), bool))[None] & valid[:, None, :] | jnp.eye(t, dtype=bool)[None]
+    _same(q, k, v, mask)
+
+
+@pytest.mark.parametrize("model", SHAPES)
+def test_rows_after_a_cached_prefix(model):
+    prefix, t = 96, 80
+    q, k, v = _qkv(2, t, prefix + t, *SHAPES[model], seed=1)
+    lengths = np.asarray([96, 50])  # the second row's prefix is shorter than its slots
+    band = np.arange(prefix)[None, None, :] < lengths[:, None, None]
+    own = np.tril(np.ones((t, t), bool))[None].repeat(2, 0)
+    mask = jnp.asarray(np.concatenate([np.broadcast_to(band, (2, t, prefix)), own], axis=2))
+    _same(q, k, v, mask, offset=prefix)
+
+
+@pytest.mark.parametrize("model", SHAPES)
+def test_one_decode_query_over_a_cache(model):
+    q, k, v = _qkv(3, 1, 160, *SHAPES[model], seed=2)
+    valid = np.zeros((3, 160), bool)
+    valid[0, 10:100], valid[1, :130], valid[2, 60:61] = True, True, True
+    _same(q, k, v, jnp.asarray(valid)[:, None, :])
+
+
+def test_packed_option_rows():
+    groups = np.full((2, 128), -1, np.int32)
+    segments = np.zeros((2, 128), np.int32)
+    groups[0, :50], groups[0, 50:90], groups[1, :120] = 0, 1, 0
+    segments[0, 30:40], segments[0, 40:50], segments[0, 80:90], segments[1, 100:120] = 1, 2, 1, 1
+    q, k, v = _qkv(2, 128, 128, *SHAPES["smollm2"], seed=3)
+    _same(q, k, v, question_mask(jnp.asarray(groups), jnp.asarray(segments)))
+
+
+def test_kernels_on_cpu_unless_asked(monkeypatch):
+    assert attention_implementation() is None  # CPU: babeleval's tuned kernels
+    monkeypatch.setenv("BABELEVAL_ATTENTION", "xla")
+    assert attention_implementation() == "xla"
+    monkeypatch.setenv("BABELEVAL_ATTENTION", "flash")
+    with pytest.raises(Exception, match="BABELEVAL_ATTENTION='flash'"):
+        attention_implementation()
