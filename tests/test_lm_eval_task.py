@@ -24,6 +24,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "lm_eval_run"
 XCOPA, SIB = FIXTURES / "xcopa_sw_local.yaml", FIXTURES / "sib200_swh_options.yaml"
+GROUP = FIXTURES / "xcopa_local.yaml"  # xcopa_sw_local + xcopa_ta_local
 N = 24
 N_SIB = 16  # x 3 orders x 7 options
 
@@ -74,18 +75,25 @@ def assert_same_as_lm_eval(ours_records: list[dict], reference: list[dict]) -> N
 
 @pytest.fixture(scope="module")
 def zero_shot(tmp_path_factory):
+    """The group file: xcopa_sw_local and xcopa_ta_local as two subsets of one task."""
     out = tmp_path_factory.mktemp("zero_shot")
-    return out, evaluate(ours_model(), [f"lm-eval:{XCOPA}"], out, limit=N, progress=False, compile_cache=False)
+    return out, evaluate(ours_model(), [f"lm-eval:{GROUP}"], out, limit=N, progress=False, compile_cache=False)
 
 
 def test_xcopa_through_lm_eval_functions_equals_plain_lm_eval(zero_shot, hflm):
     out, summary = zero_shot
-    task = summary["tasks"]["lm-eval-xcopa_sw_local"]
+    task = summary["tasks"]["lm-eval-xcopa_local"]
+    rs = records(out / "samples_lm-eval-xcopa_local.jsonl")
+    sw = [r for r in rs if r["subset"] == "xcopa_sw_local"]
     reference = plain_lm_eval(hflm, XCOPA, N)
-    assert_same_as_lm_eval(records(out / "samples_lm-eval-xcopa_sw_local.jsonl"), reference)
-    assert task["metrics"]["acc"] == pytest.approx(np.mean([s["acc"] for s in reference]))
-    assert task["metrics"]["acc_stderr"] == pytest.approx(np.std([s["acc"] for s in reference], ddof=1) / np.sqrt(N))
-    assert task["subsets"]["xcopa_sw_local"]["n"] == N
+    assert_same_as_lm_eval(sw, reference)
+    assert task["languages"] == {"xcopa_sw_local": {"language": "sw", "script": ""},
+                                 "xcopa_ta_local": {"language": "ta", "script": ""}}
+    subset = task["subsets"]["xcopa_sw_local"]
+    assert subset["acc"] == pytest.approx(np.mean([s["acc"] for s in reference]))
+    assert subset["acc_stderr"] == pytest.approx(np.std([s["acc"] for s in reference], ddof=1) / np.sqrt(N))
+    assert task["subsets"]["xcopa_ta_local"]["n"] == N and task["metrics"]["n"] == 2 * N
+    assert task["metrics"]["acc_norm"] == pytest.approx(np.mean([r["acc_norm"] for r in rs]))
 
 
 def test_three_shot_resumed_after_a_kill_equals_plain_lm_eval(tmp_path, hflm):
@@ -112,11 +120,11 @@ def test_changed_task_file_is_not_resumed_into(zero_shot, tmp_path):
     out, _ = zero_shot
     folder = tmp_path / "tasks"
     shutil.copytree(FIXTURES, folder)
-    shutil.copy(out / "samples_lm-eval-xcopa_sw_local.jsonl", tmp_path / "samples_lm-eval-xcopa_sw_local.jsonl")
+    shutil.copy(out / "samples_lm-eval-xcopa_local.jsonl", tmp_path / "samples_lm-eval-xcopa_local.jsonl")
     changed = (folder / XCOPA.name).read_text().replace("utils.doc_to_text_sw", "utils.doc_to_text_ta")
     (folder / XCOPA.name).write_text(changed)
-    with pytest.raises(BabelevalError, match="written by another configuration"):
-        evaluate(ours_model(), [f"lm-eval:{folder / XCOPA.name}"], tmp_path, limit=N, progress=False, compile_cache=False)
+    with pytest.raises(BabelevalError, match="written by another configuration of xcopa_sw_local "):
+        evaluate(ours_model(), [f"lm-eval:{folder / GROUP.name}"], tmp_path, limit=N, progress=False, compile_cache=False)
 
 
 def test_choice_orders_on_listed_options(tmp_path, hflm, shared_data):

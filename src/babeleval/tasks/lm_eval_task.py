@@ -87,10 +87,7 @@ def load_lm_eval_tasks(spec: str) -> dict:
     is_path = spec.endswith((".yaml", ".yml"))
     if is_path and not os.path.isfile(spec):
         raise BabelevalError(f"{spec}: no such lm-eval task file")
-    names = [spec] if is_path else [s for s in spec.split(",") if s]
-    # a YAML file is indexed with its own folder (siblings it names), not all of lm-eval's ~10k files
-    manager = (TaskManager(include_defaults=False, include_path=os.path.dirname(os.path.abspath(spec)))
-               if is_path else TaskManager())
+    manager, names = _indexed_file(spec) if is_path else (TaskManager(), [s for s in spec.split(",") if s])
     if not is_path:
         unknown = [n for n in names if n not in manager.all_tasks]
         if unknown:
@@ -101,12 +98,33 @@ def load_lm_eval_tasks(spec: str) -> dict:
                                  + (f" (did you mean {', '.join(close)}?)" if close else "") + "; or give a .yaml path")
     try:
         loaded = manager.load(names)["tasks"]
-    except BabelevalError:
-        raise
     except Exception as exc:  # datasets/hub/YAML errors: one line, with the offline way out
         raise BabelevalError(f"lm-eval task {spec}: cannot load ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                              "offline, point the task at local files: dataset_path: json|csv|parquet with "
                              "dataset_kwargs.data_files (README, lm-eval tasks)") from None
+    return _checked(loaded)
+
+
+def _indexed_file(path: str):
+    """A task file is indexed with its own folder (the siblings a group lists); a group is loaded
+    by its name (lm-eval 0.4.13 cannot load a group by its path). lm-eval's library (~10k
+    files, seconds) is indexed only for a group that lists tasks from it."""
+    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    try:
+        raw = load_yaml(path, resolve_func=False)
+    except Exception as exc:
+        raise BabelevalError(f"{path}: not a readable lm-eval task file ({type(exc).__name__}: {exc})") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    manager = TaskManager(include_defaults=False, include_path=folder)
+    group = isinstance(raw.get("task"), list) and raw.get("group")
+    if group and not all(t in manager.all_tasks for t in raw["task"] if isinstance(t, str)):
+        manager = TaskManager(include_path=folder)
+    return manager, [group or path]
+
+
+def _checked(loaded: dict) -> dict:
     for name, task in loaded.items():
         output_type = task.get_config("output_type")
         if output_type not in ANSWERED:
@@ -139,10 +157,14 @@ def _task_name(spec: str, subsets: list[str]) -> str:
 
 
 def _languages(subsets: list[str]) -> dict[str, str]:
-    """xcopa_sw, xcopa_ta -> sw, ta: what the subset names add to their shared stem."""
-    stem = os.path.commonprefix(subsets) if len(subsets) > 1 else ""
-    stem = stem[: stem.rfind("_") + 1] if "_" in stem else ""
-    return {s: s[len(stem):] or s for s in subsets}
+    """xcopa_sw, xcopa_ta -> sw, ta (and xcopa_sw_local, xcopa_ta_local -> sw, ta): the part of
+    the subset names that differs, cut at underscores."""
+    if len(subsets) < 2:
+        return {s: s for s in subsets}
+    parts = [s.split("_") for s in subsets]
+    head = len(os.path.commonprefix(parts))
+    tail = len(os.path.commonprefix([p[head:][::-1] for p in parts]))
+    return {s: "_".join(p[head: len(p) - tail]) or s for s, p in zip(subsets, parts)}
 
 
 def load_lm_eval_task(spec: str, overrides: dict | None = None) -> TaskConfig:
