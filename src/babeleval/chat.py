@@ -180,13 +180,15 @@ def _model_path(model) -> Path:
 def _model_template(path: Path) -> tuple[str | None, str, dict]:
     """(template source or None, where it was found, the named special tokens) of a model file or folder."""
     if path.suffix == ".gguf":
-        return _gguf_template(path)
+        return _gguf_template(str(path), path.stat().st_mtime)
     if path.is_dir():
         return _hf_folder_template(path)
     return None, str(path), {}
 
 
-def _gguf_template(path: Path) -> tuple[str | None, str, dict]:
+@functools.lru_cache(maxsize=8)
+def _gguf_template(path: str, mtime: float) -> tuple[str | None, str, dict]:
+    """Read once per file (GGUFReader parses every field: 262k token strings for Gemma take seconds)."""
     import gguf
 
     try:
