@@ -200,8 +200,15 @@ class BabelevalLM(TemplateLM):
         return self._template().source
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """As HFLM: transformers' rendering (continue_final_message when no generation prompt)."""
-        rendered = self._template().render(chat_history, add_generation_prompt=add_generation_prompt)
+        """As HFLM: transformers' rendering (continue_final_message when no generation prompt;
+        a template that refuses a system message is rendered without it)."""
+        import jinja2
+
+        try:
+            rendered = self._template().render(chat_history, add_generation_prompt=add_generation_prompt)
+        except jinja2.exceptions.TemplateError:
+            chat_history = [m for m in chat_history if m["role"] != "system"]
+            rendered = self._template().render(chat_history, add_generation_prompt=add_generation_prompt)
         if not add_generation_prompt and chat_history:
             final = chat_history[-1]["content"].strip()
             rendered = rendered[:rendered.rindex(final) + len(final)]

@@ -1,0 +1,100 @@
+"""lm-eval's HF backend vs `babeleval lm-eval` on the same lm-eval task files, in one process,
+taking turns: 0-shot XCOPA (sw, id, ht: lm-eval's own prompt functions), 5-shot SIB-200 with
+MILU's prompt (first_n demonstrations), and XQuAD-hi generation until a newline
+(tests/fixtures/lm_eval_tasks). Both run lm_eval.simple_evaluate on SmolLM2-135M-Instruct
+(HFLM: the GGUF dequantised by transformers, fp32, batch size 8; babeleval: the same GGUF,
+fp32). babeleval runs twice with fresh backends: the first includes compiling, the second is
+the steady state. Reported per workload: requests, seconds and requests/s of each, the ratio,
+and whether the per-sample results are identical (log-likelihoods within max(1e-3, 5e-5 |logp|),
+acc/acc_norm equal, generations equal).
+
+nice -n 10 python bench/lm_eval_backend.py --limit 8 [--json out.json]   (from the repository root)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+TASKS = ROOT / "tests" / "fixtures" / "lm_eval_tasks"
+WORKLOADS = {"xcopa 0-shot (sw, id, ht)": ["xcopa_sw_local", "xcopa_id_local", "xcopa_ht_local"],
+             "sib200 5-shot MILU-style (swh)": ["sib200_milu_5shot_swh"],
+             "xquad-hi generate_until": ["xquad_hi_gen"]}
+
+
+def timed_run(lm, tasks: list[str], limit: int) -> tuple[dict, float]:
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    start = time.perf_counter()
+    out = lm_eval.simple_evaluate(model=lm, tasks=tasks, limit=limit, task_manager=TaskManager(include_path=str(TASKS)),
+                                  log_samples=True)
+    return {t: sorted(s, key=lambda s: s["doc_id"]) for t, s in out["samples"].items()}, time.perf_counter() - start
+
+
+def identical(ours: dict, hf: dict) -> bool:
+    for task in hf:
+        for a, b in zip(ours[task], hf[task], strict=True):
+            if isinstance(b["resps"][0][0], str):
+                if a["resps"] != b["resps"]:
+                    return False
+                continue
+            if any(abs(x[0][0] - y[0][0]) > max(1e-3, 5e-5 * abs(y[0][0])) for x, y in zip(a["resps"], b["resps"])):
+                return False
+            if any(a.get(m) != b.get(m) for m in ("acc", "acc_norm")):
+                return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--limit", type=int, default=8)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    os.chdir(ROOT)  # the task files' data_files are relative to the repository root
+
+    import transformers
+    from lm_eval.models.huggingface import HFLM
+    from real_models import ours, reference
+
+    from babeleval.lm_eval import BabelevalLM
+    from babeleval.loading import resolve
+
+    path = resolve("smollm2-135m")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    rows = []
+    for name, tasks in WORKLOADS.items():
+        cold_lm = BabelevalLM(ours("smollm2-135m"))
+        _, cold = timed_run(cold_lm, tasks, args.limit)
+        lm = BabelevalLM(ours("smollm2-135m"))
+        mine, warm = timed_run(lm, tasks, args.limit)
+        hf, hf_seconds = timed_run(HFLM(pretrained=reference("smollm2-135m"), tokenizer=hf_tok, batch_size=8,
+                                        device="cpu"), tasks, args.limit)
+        requests = sum(len(s["resps"]) for t in hf for s in hf[t])
+        stats = lm.engine_stats()
+        rows.append({"workload": name, "documents": sum(len(hf[t]) for t in hf), "requests": requests,
+                     "hf_seconds": round(hf_seconds, 2), "hf_requests_per_second": requests / hf_seconds,
+                     "babeleval_seconds_first": round(cold, 2), "babeleval_seconds": round(warm, 2),
+                     "babeleval_requests_per_second": requests / warm, "ratio": hf_seconds / warm,
+                     "ratio_first": hf_seconds / cold, "identical": identical(mine, hf), "engine": stats})
+        print(json.dumps(rows[-1]), flush=True)
+    print("\n| workload | docs | requests | lm-eval HF req/s | babeleval req/s (first call) | ratio (first call) | identical |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['documents']} | {r['requests']} | {r['hf_requests_per_second']:.2f} | "
+              f"{r['babeleval_requests_per_second']:.2f} ({r['requests'] / r['babeleval_seconds_first']:.2f}) | "
+              f"{r['ratio']:.2f}x ({r['ratio_first']:.2f}x) | {'yes' if r['identical'] else 'NO'} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
