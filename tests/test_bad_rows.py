@@ -103,3 +103,25 @@ def test_policies_are_checked_like_other_fields(tmp_path):
     task.write_text(TASK.replace(SKIP_ALL, "{empty_choice: drop}"), encoding="utf-8")
     with pytest.raises(BabelevalError, match=r"bad_rows empty_choice 'drop' is not one of keep, skip, error"):
         load_task_file(task)
+
+
+def test_lm_eval_tasks_follow_the_same_policy(tmp_path):
+    """`lm-eval:FILE` tasks: kept rows carry their problems, skip leaves them out, error
+    refuses, with the same problems as our own task files find."""
+    from babeleval.tasks.lm_eval_task import load_lm_eval_task, prepare_lm_eval
+
+    yaml = tmp_path / "messy_lm_eval.yaml"
+    yaml.write_text(LM_EVAL_TASK, encoding="utf-8")
+
+    def prepared(overrides):
+        ((_, kind, items),) = prepare_lm_eval(load_lm_eval_task(str(yaml), overrides))
+        return kind, {item.id: item.problems for item in items}
+
+    kind, kept = prepared({})
+    assert {i: p for i, p in kept.items() if p} == {"1": ("duplicate_choices",), "3": ("empty_choice",),
+                                                    "5": ("unknown_target",)} and len(kept) == 8
+    assert [origin for _, _, origin in kind.bad_rows.rows] == [f"lm-eval:{yaml} [messy_lm_eval] document {i}" for i in (1, 3, 5)]
+    _, skipped = prepared({"bad_rows": {"duplicate_choices": "skip", "unknown_target": "skip"}})
+    assert sorted(skipped) == ["0", "2", "3", "4", "6", "7"]
+    with pytest.raises(BabelevalError, match=r"document 3: choice 2 of 2 is empty; set bad_rows: \{empty_choice: keep\}"):
+        prepared({"bad_rows": {"empty_choice": "error"}})

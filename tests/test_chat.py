@@ -253,3 +253,30 @@ def test_block_whitespace_generation_tags_and_loop_controls_as_transformers():
                                          bos_token="<s>", eos_token="</s>")[0][0]
         assert template.render(messages, add_generation_prompt=prompt) == expected
     assert "\n    " not in expected and expected.count("[USER] {") == 2 and expected.count("</s>") == 2  # {% break %} after five
+
+
+@pytest.mark.slow
+def test_lm_eval_task_with_the_models_template(monkeypatch):
+    """`lm-eval:` tasks under --chat-template / --system: lm-eval builds the turns (system
+    instruction, 5 demonstrations as turns) and our template renders them: the context equals
+    lm-eval's own with HFLM's apply_chat_template (transformers) on SmolLM2."""
+    from babeleval.tasks.chat_prompts import resolve_chat
+    from babeleval.tasks.lm_eval_task import load_lm_eval_task, prepare_lm_eval
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)  # the fixture names its data as ../shared/data
+    spec = str(root / "tests" / "fixtures" / "lm_eval_tasks" / "sib200_milu_5shot.yaml")
+    system = "Jibu kwa herufi moja."
+    task = resolve_chat(load_lm_eval_task(spec, {"chat": {"system": system}}), "smollm2-135m")
+    plain = load_lm_eval_task(spec, {})
+    assert task.variants[0].signature != plain.variants[0].signature
+    ((variant, _, items),) = prepare_lm_eval(task, limit=2)
+    tokenizer = hf_tokenizer("smollm2-135m")
+    render = lambda messages, add_generation_prompt=True: tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=add_generation_prompt, continue_final_message=not add_generation_prompt)
+    lm_task = variant.lm_task
+    for item in items:
+        expected = lm_task.fewshot_context(item.doc, num_fewshot=5, system_instruction=system, apply_chat_template=True,
+                                           fewshot_as_multiturn=True, chat_template=render)
+        assert item.instances[0].args[0] == expected
+        assert expected.startswith(f"<|im_start|>system\n{system}") and expected.count("<|im_start|>assistant\n") == 6

@@ -22,7 +22,9 @@ import numpy as np
 from ..errors import BabelevalError
 from ..metrics.means import mean_and_stderr
 from ..requests import Generate, Loglikelihood
-from .config import TaskConfig
+from .bad_rows import BadRowLog, lm_eval_problems
+from .chat_prompts import lm_eval_chat_arguments
+from .config import BadRows, TaskConfig, parse_bad_rows, parse_chat
 from .order import expand_orders, permutation
 from .templates import text_hash
 
@@ -49,6 +51,8 @@ class LmEvalVariant:
     kind: str = "lm_eval"
     script: str = ""
     where: str = ""
+    chat: object = None  # config.ChatSpec: lm-eval's apply_chat_template path, rendered by our ChatTemplate
+    bad_rows: BadRows = field(default=BadRows(), compare=False)  # multiple choice (tasks/bad_rows.py)
 
     @property
     def key(self) -> str:
@@ -56,8 +60,10 @@ class LmEvalVariant:
 
     @property
     def signature(self) -> str:
+        chat = self.chat and [getattr(self.chat.template, "identity", self.chat.template), self.chat.system,
+                              self.chat.fewshot_as_multiturn]
         blob = json.dumps([self.config_hash, self.num_fewshot, FEWSHOT_SEED, self.order, self.order_seed,
-                           self.options.signature if self.options else None])
+                           self.options.signature if self.options else None] + ([chat] if chat else []))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -68,6 +74,7 @@ class LmEvalItem:
     instances: list  # lm-eval Instances, answered in place
     order: tuple[int, ...]  # the original option shown at each position
     option_texts: tuple[str, ...] | None  # the original options' texts (what consistency compares)
+    problems: tuple[str, ...] = ()  # a kept bad row's problems (tasks/bad_rows.py)
 
 
 def _quiet_lm_eval() -> None:
@@ -176,6 +183,7 @@ def load_lm_eval_task(spec: str, overrides: dict | None = None) -> TaskConfig:
     tasks = load_lm_eval_tasks(spec)
     orders = expand_orders(overrides.get("choice_orders") or ["original"], where)
     seed = int(overrides.get("order_seed", 1234))
+    chat, bad_rows = parse_chat(overrides.get("chat"), where), parse_bad_rows(overrides.get("bad_rows") or {}, where)
     subsets = list(tasks)
     name, languages, variants = _task_name(spec, subsets), _languages(subsets), []
     for subset, task in tasks.items():
@@ -184,7 +192,7 @@ def load_lm_eval_task(spec: str, overrides: dict | None = None) -> TaskConfig:
         for order in orders:
             axes = (("order", order),) if len(orders) > 1 else ()
             variants.append(LmEvalVariant(name, subset, languages[subset], axes, order, config_hash, shots, task,
-                                          options, seed, where=f"{where} [{subset}]"))
+                                          options, seed, where=f"{where} [{subset}]", chat=chat, bad_rows=bad_rows))
     first = next(iter(tasks.values()))
     main = metric_names(first)[0]
     return TaskConfig(name=name, kind="lm_eval", version=str(getattr(first, "VERSION", "")),
@@ -219,23 +227,38 @@ def prepare_lm_eval(task: TaskConfig, limit: int | None = None, sample: int | No
         lm_task = variant.lm_task
         lm_task.set_fewshot_seed(seed=FEWSHOT_SEED)
         docs = lm_task.eval_docs
-        items = []
+        kind, items = LmEvalKind(variant), []
         for i in _selected(len(docs), limit, sample):
-            items.append(_item(variant, str(i), i, docs[i]))
-        out.append((variant, LmEvalKind(variant), items))
+            problems = _problems(variant, docs[i], kind.bad_rows, f"{variant.where} document {i}")
+            if problems is not None:
+                items.append(_item(variant, str(i), i, docs[i], problems))
+        out.append((variant, kind, items))
     return out
 
 
-def _item(variant: LmEvalVariant, doc_id: str, index: int, doc: dict) -> LmEvalItem:
+def _problems(variant: LmEvalVariant, doc: dict, log: BadRowLog, origin: str) -> tuple[str, ...] | None:
+    """A multiple-choice document's bad-row problems under the variant's policy (None: skipped)."""
+    if variant.lm_task.get_config("output_type") != "multiple_choice":
+        return ()
+    problems, scorable = lm_eval_problems(variant.lm_task, doc)
+    unknown = any(p == "unknown_target" for p, _ in problems)
+    scorable = scorable and not (unknown and variant.order in ("gold-first", "gold-last"))
+    if problems and not log.decide(variant.bad_rows, problems, origin, scorable):
+        return None
+    return tuple(p for p, _ in problems)
+
+
+def _item(variant: LmEvalVariant, doc_id: str, index: int, doc: dict, problems: tuple[str, ...] = ()) -> LmEvalItem:
     from .lm_eval_orders import permuted_document
 
     lm_task, order, texts = variant.lm_task, None, None
     if variant.options is not None:
         doc, order, texts = permuted_document(variant, doc_id, dict(doc))
-    context = lm_task.fewshot_context(doc, num_fewshot=variant.num_fewshot, gen_prefix=lm_task.doc_to_prefix(doc))
+    context = lm_task.fewshot_context(doc, num_fewshot=variant.num_fewshot, gen_prefix=lm_task.doc_to_prefix(doc),
+                                      **lm_eval_chat_arguments(variant.chat))
     instances = lm_task.construct_requests(doc=doc, ctx=context, metadata=(lm_task.config.task, index, lm_task.config.repeats))
     instances = instances if isinstance(instances, list) else [instances]
-    return LmEvalItem(doc_id, doc, instances, tuple(order or ()), tuple(texts) if texts else None)
+    return LmEvalItem(doc_id, doc, instances, tuple(order or ()), tuple(texts) if texts else None, problems)
 
 
 def _request(instance, where: str):
@@ -263,6 +286,7 @@ class LmEvalKind:
         self.variant = variant
         self.task = variant.lm_task
         self.names = metric_names(self.task)
+        self.bad_rows = BadRowLog()  # filled by prepare_lm_eval
 
     def requests(self, items: list[LmEvalItem]) -> list:
         return [_request(inst, self.variant.where) for item in items for inst in item.instances]
@@ -296,7 +320,7 @@ class LmEvalKind:
             record["generation"] = first.resps[0]
         else:
             record["loglikelihoods"] = [inst.resps[0][0] for inst in item.instances]
-        return record
+        return {**record, "bad_row": list(item.problems)} if item.problems else record
 
     def _choices(self, item: LmEvalItem) -> dict:
         """What our own multiple-choice records say: gold, prediction, the option chosen (its
