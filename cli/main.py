@@ -66,6 +66,8 @@ def _batch_size(ctx, param, value):
               help="Render every prompt through a chat template: 'model' (the model's own) or a Jinja file.")
 @click.option("--system", default=None, help="The system message of chat prompts (implies --chat-template model "
               "unless one is given).")
+@click.option("--bad-rows", default=None, metavar="PROBLEM=POLICY,...",
+              help="For every task: duplicate_choices, empty_choice, unknown_target = keep (default), skip or error.")
 @click.option("--api-base", default=None, help="For --model openai:NAME: the server's base URL "
               "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1); for openai-embed:NAME or "
               "cohere-embed:NAME the embedding server's.")
@@ -76,7 +78,7 @@ def _batch_size(ctx, param, value):
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @friendly
 def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_size, mesh, choice_orders, fewshot,
-        chat_template, system, api_base, api_mode, api_key_env, api_concurrency, api_rate, quiet):
+        chat_template, system, bad_rows, api_base, api_mode, api_key_env, api_concurrency, api_rate, quiet):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
     from babeleval.evaluate import evaluate
     from babeleval.loading import DEFAULT_MODEL
@@ -98,7 +100,8 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
                        task_dirs=task_dirs, limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=not quiet,
                        mesh=mesh, overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
                                   **({"fewshot": {"n": fewshot}} if fewshot is not None else {}),
-                                  **_chat_overrides(chat_template, system)} or None,
+                                  **_chat_overrides(chat_template, system),
+                                  **({"bad_rows": _bad_rows(bad_rows)} if bad_rows else {})} or None,
                        log=lambda m: click.echo(m, err=True))
     from babeleval.results import summary_lines
 
@@ -114,6 +117,15 @@ def _chat_overrides(template: str | None, system: str | None) -> dict:
         return {}
     chat = {"template": template if template in (None, "model") else str(Path(template).expanduser().resolve())}
     return {"chat": {k: v for k, v in {**chat, "system": system}.items() if v is not None}}
+
+
+def _bad_rows(text: str) -> dict:
+    """duplicate_choices=skip,unknown_target=error -> the task field bad_rows: (its names and
+    policies are checked with the task's fields)."""
+    pairs = [part.partition("=") for part in text.split(",") if part.strip()]
+    if not pairs or any(not sep for _, sep, _ in pairs):
+        raise BabelevalError(f"--bad-rows {text!r}: expected PROBLEM=POLICY,... e.g. duplicate_choices=skip")
+    return {name.strip(): policy.strip() for name, _, policy in pairs}
 
 
 @cli.command("bench")

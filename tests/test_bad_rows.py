@@ -125,3 +125,15 @@ def test_lm_eval_tasks_follow_the_same_policy(tmp_path):
     assert sorted(skipped) == ["0", "2", "3", "4", "6", "7"]
     with pytest.raises(BabelevalError, match=r"document 3: choice 2 of 2 is empty; set bad_rows: \{empty_choice: keep\}"):
         prepared({"bad_rows": {"empty_choice": "error"}})
+
+
+def test_bad_rows_option_for_every_task(tmp_path):
+    """--bad-rows PROBLEM=POLICY,... sets the field for every task (refused before the model loads)."""
+    task = tmp_path / "messy.yaml"
+    task.write_text(TASK, encoding="utf-8")
+    run = lambda value: CliRunner().invoke(cli, ["run", "--quiet", "--task", task, "--output", tmp_path / "out",
+                                                 "--bad-rows", value])
+    result = run("empty_choice=skip, duplicate_choices=error")
+    assert result.exit_code == 2 and f"{MESSY}:2: choices 1 and 2 are the same text" in result.output, result.output
+    result = run("duplicate_choices")
+    assert result.exit_code == 2 and "expected PROBLEM=POLICY" in result.output
