@@ -26,7 +26,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "lm_eval_run"
 XCOPA, SIB = FIXTURES / "xcopa_sw_local.yaml", FIXTURES / "sib200_swh_options.yaml"
 GROUP = FIXTURES / "xcopa_local.yaml"  # xcopa_sw_local + xcopa_ta_local
 N = 24
-N_SIB = 16  # x 3 orders x 7 options
+N_SHOTS = 12  # 3-shot
+N_SIB = 12  # x 3 orders x 7 options
 
 
 @pytest.fixture(autouse=True)
@@ -100,17 +101,17 @@ def test_three_shot_resumed_after_a_kill_equals_plain_lm_eval(tmp_path, hflm):
     """lm-eval's random few-shot sampler draws in document order from one seeded generator: a
     resumed run must still give every document the demonstrations a plain run gives it."""
     fewshot = {"fewshot": {"n": 3}}
-    evaluate(ours_model(), [f"lm-eval:{XCOPA}"], tmp_path, limit=N, progress=False, compile_cache=False, overrides=fewshot)
+    evaluate(ours_model(), [f"lm-eval:{XCOPA}"], tmp_path, limit=N_SHOTS, progress=False, compile_cache=False, overrides=fewshot)
     samples = tmp_path / "samples_lm-eval-xcopa_sw_local.jsonl"
     full = records(samples)
     lines = samples.read_text().splitlines(keepends=True)
     samples.write_text("".join(lines[:9]) + lines[9][:40])  # killed while writing record 10
-    summary = evaluate(ours_model(), [f"lm-eval:{XCOPA}"], tmp_path, limit=N, progress=False, compile_cache=False,
+    summary = evaluate(ours_model(), [f"lm-eval:{XCOPA}"], tmp_path, limit=N_SHOTS, progress=False, compile_cache=False,
                        overrides=fewshot)
     assert summary["tasks"]["lm-eval-xcopa_sw_local"]["resumed"] == 9
     resumed = sorted(records(samples), key=lambda r: int(r["id"]))
     assert [r["prompt_hash"] for r in resumed] == [r["prompt_hash"] for r in full]  # the same demonstrations
-    reference = plain_lm_eval(hflm, XCOPA, N, num_fewshot=3)
+    reference = plain_lm_eval(hflm, XCOPA, N_SHOTS, num_fewshot=3)
     assert_same_as_lm_eval(full, reference)
     assert_same_as_lm_eval(resumed, reference)
 
