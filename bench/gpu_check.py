@@ -1,69 +1,125 @@
-"""One short device check for a GPU machine (the H200 some tasks are lent): scoring and
-generation throughput and MFU for SmolLM2-135M and Gemma 3 270M, plus a parity spot check
-of the GPU log-likelihoods against the CPU-free reference run in the same process.
+"""ONE prepared device check for a GPU machine (the H200 some tasks are lent), under 8 minutes,
+writing one JSON. Not yet run: no session with a GPU has existed since it was written.
 
-MFU = 2 x parameters x tokens per second / the chip's peak (default: H200 dense BF16
-989 TFLOP/s; pass --peak-tflops 67 for FP32).
+  python bench/gpu_check.py --out $OUT/gpu.json [--budget-s 420]
 
-python bench/gpu_check.py --model smollm2-135m --dtype bfloat16 --out $OUT/gpu.json
+What it measures, each part skipped (and said so) once the time budget is spent:
+  parity      bf16 (--dtype auto on a GPU) per-option log-probs of SmolLM2-135M against the
+              fp32 log-probs computed on CPU and committed in bench/reference/ (written by
+              bench/bf16_logprobs.py): max / mean abs difference, share of the same choice
+  attention   which jax.nn.dot_product_attention implementation the engine got (cuDNN or XLA)
+  scoring     tokens/s and MFU for SmolLM2-135M, Gemma 3 270M and a random-weight
+              Llama-3.2-1B shape (XCOPA sw+ta), and 5-shot SIB-200 (prefix-cached) on SmolLM2
+  generation  XQuAD-hi greedy (32 new tokens) on SmolLM2: prompts/s, new tokens/s
+MFU = 2 x parameters x tokens/s / peak (default: H200 dense BF16, 989 TFLOP/s).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+DATA = ROOT.parent / "shared" / "data"
 
 
-def main():
+def timed(make, call):
+    """(engine, seconds) of a second, warm call (the first compiles)."""
+    call(make())
+    engine = make()
+    start = time.perf_counter()
+    call(engine)
+    return engine, time.perf_counter() - start
+
+
+def scoring_speed(model, requests, peak: float) -> dict:
+    from babeleval.engine.scoring import Scorer
+
+    engine, seconds = timed(lambda: Scorer(model, token_budget=65536), lambda e: e.loglikelihood(requests))
+    tokens = engine.stats.tokens_computed / seconds
+    return {"requests": len(requests), "seconds": round(seconds, 3), "tokens_per_s": tokens,
+            "mfu": 2 * model.num_params * tokens / peak, "prefixes": engine.stats.prefixes,
+            "mesh": engine.placement.mesh, "dtype": engine.placement.dtype,
+            "weight_bytes_per_device": engine.placement.weight_bytes_per_device}
+
+
+def parity(model) -> dict:
+    import numpy as np
+
+    from babeleval.engine.scoring import Scorer
+    from bf16_logprobs import compare, task_units
+
+    reference = json.loads((ROOT / "bench" / "reference" / "fp32_logprobs_smollm2.json").read_text())
+    out = {}
+    for name, unit in task_units(reference["limit"], reference["fewshot_limit"]):
+        got = np.asarray([r.logprob for r in Scorer(model).loglikelihood(unit.kind.requests(unit.items))])
+        out[name] = compare(np.asarray(reference[name]["logprob"]), got, reference[name]["options"])
+    return out
+
+
+def random_llama_1b(folder: Path):
+    from babeleval.loading import load_model
+    from sharded_load_rss import write_folder
+
+    write_folder(folder)
+    return load_model(str(folder), dtype="auto", mesh="auto")
+
+
+def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--peak-tflops", type=float, default=989.0)
-    parser.add_argument("--questions", type=int, default=500)
-    parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--out", type=Path, default=Path("gpu.json"))
+    parser.add_argument("--peak-tflops", type=float, default=989.0)
+    parser.add_argument("--budget-s", type=float, default=420.0)
     args = parser.parse_args()
+    start, peak = time.perf_counter(), args.peak_tflops * 1e12
 
     import jax
 
-    from babeleval.engine.generate import Generator
-    from babeleval.requests import Generate
-    from babeleval.engine.scoring import Scorer
-    from babeleval.loading import load_model
     from babeleval.evaluate import prepare_task
+    from babeleval.loading import load_model
+    from babeleval.models.layers import attention_implementation
+    from babeleval.requests import Generate
     from babeleval.tasks.files import find_task
     from test_generate import xquad_prompts
 
-    data = Path(__file__).resolve().parents[2] / "shared" / "data"
-    report = {"devices": [str(d) for d in jax.devices()], "model": args.model, "dtype": args.dtype}
-    model = load_model(args.model, dtype=args.dtype)
-    params = model.num_params
-    units = prepare_task(find_task("xcopa:sw,ta"), data)
-    kind, questions = units[0].kind, [q for u in units for q in u.items][: args.questions]
-    requests = kind.requests(questions)
-    Scorer(model, token_budget=65536).loglikelihood(requests)  # compile
-    scorer = Scorer(model, token_budget=65536)
-    start = time.perf_counter()
-    results = scorer.loglikelihood(requests)
-    seconds = time.perf_counter() - start
-    tokens = scorer.stats.tokens_computed / seconds
-    report["scoring"] = {"requests_per_s": len(requests) / seconds, "tokens_per_s": tokens,
-                         "mfu": 2 * params * tokens / (args.peak_tflops * 1e12),
-                         "acc": kind.aggregate(kind.score(questions, results))["acc"],
-                         "compiles": scorer.stats.compiles.count}
-    prompts = [Generate(p, ("\n",), 32) for p in xquad_prompts(data, args.prompts)]
-    Generator(model, token_budget=262144).generate(prompts)  # compile
-    generator = Generator(model, token_budget=262144)
-    start = time.perf_counter()
-    generator.generate(prompts)
-    seconds = time.perf_counter() - start
-    tokens = (generator.stats.prompt_tokens + generator.stats.new_tokens) / seconds
-    report["generation"] = {"prompts_per_s": len(prompts) / seconds, "new_tokens_per_s": generator.stats.new_tokens
-                            / seconds, "tokens_per_s": tokens, "mfu": 2 * params * tokens / (args.peak_tflops * 1e12)}
+    report = {"devices": [str(d) for d in jax.devices()], "platform": jax.default_backend(),
+              "attention": attention_implementation() or "babeleval kernels", "skipped": []}
+
+    def part(name, fn):
+        if time.perf_counter() - start > args.budget_s:
+            report["skipped"].append(name)
+            return
+        try:
+            report[name] = fn()
+        except Exception as exc:  # noqa: BLE001  (one JSON whatever fails: the rest still runs)
+            report[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        args.out.write_text(json.dumps(report, indent=1))
+
+    xcopa = [r for u in prepare_task(find_task("xcopa:sw,ta"), DATA) for r in u.kind.requests(u.items)]
+    sib = [r for u in prepare_task(find_task("sib200-milu:swh_Latn"), DATA, limit=100) for r in u.kind.requests(u.items)]
+    smollm2 = load_model("smollm2-135m", dtype="auto")
+    part("parity", lambda: parity(smollm2))
+    part("scoring_smollm2", lambda: scoring_speed(smollm2, xcopa, peak))
+    part("scoring_sib200_5shot_smollm2", lambda: scoring_speed(smollm2, sib, peak))
+
+    def generation():
+        from babeleval.engine.generate import Generator
+
+        prompts = [Generate(p, ("\n",), 32) for p in xquad_prompts(DATA, 256)]
+        engine, seconds = timed(lambda: Generator(smollm2, token_budget=262144), lambda e: e.generate(prompts))
+        return {"prompts": len(prompts), "seconds": round(seconds, 3), "prompts_per_s": len(prompts) / seconds,
+                "new_tokens_per_s": engine.stats.new_tokens / seconds}
+
+    part("generation_smollm2", generation)
+    part("scoring_gemma3", lambda: scoring_speed(load_model("gemma3-270m", dtype="auto"), xcopa, peak))
+    with tempfile.TemporaryDirectory() as tmp:
+        part("scoring_llama_1b_random", lambda: scoring_speed(random_llama_1b(Path(tmp) / "llama1b"), xcopa, peak))
+    report["seconds"] = round(time.perf_counter() - start, 1)
     args.out.write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
 

@@ -1,0 +1,75 @@
+"""Run real tasks on several (data, model) meshes of this process's devices (1x1 first: the
+1-device reference) and write per mesh what tests/test_mesh.py compares: per-option
+log-probs and chosen options (XCOPA-sw, 5-shot SIB-200 in MILU's prompt), greedy XQuAD-hi
+continuations, sentence embeddings (all-MiniLM-L6-v2, L2-normed), and where the weights
+went (from the arrays' own shards).
+
+  python mesh_worker.py OUT DATA MODEL MESHES [PARTS [PROCESS PROCESSES PORT]]
+  MESHES: 1x1,4x2,... (data x model); PARTS: any of xcopa-sw, sib200-milu, generate, embed"""
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+
+SCORING = (("xcopa-sw", "sw", 8), ("sib200-milu", "swh_Latn", 3))  # (task, subset, questions)
+
+
+def _unit(name: str, subset: str, data: Path, limit: int):
+    from babeleval.evaluate import prepare_task
+    from babeleval.tasks.files import find_task
+
+    return next(u for u in prepare_task(find_task(name), data, limit=limit) if u.variant.key == subset)
+
+
+def _placement(engine) -> dict:
+    import jax
+
+    from babeleval.engine.sharding import bytes_per_device
+
+    leaves = jax.tree.leaves(engine.params)
+    return {**engine.placement.as_dict(), "per_device": sorted(bytes_per_device(engine.params).values()),
+            "replicated_bytes": sum(x.nbytes for x in leaves if x.sharding.is_fully_replicated),
+            "total_bytes": sum(x.nbytes for x in leaves)}
+
+
+def main(out: str, data: str, model_name: str, meshes: str, parts: str = "xcopa-sw,sib200-milu,generate,embed") -> None:
+    import jax
+
+    if len(sys.argv) > 6:  # process id, processes, port: one of several jax.distributed processes
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(f"127.0.0.1:{sys.argv[8]}", num_processes=int(sys.argv[7]),
+                                   process_id=int(sys.argv[6]))
+    from babeleval.engine.embed import Embedder
+    from babeleval.engine.generate import Generator
+    from babeleval.engine.scoring import Scorer
+    from babeleval.loading import load_model
+    from babeleval.requests import Embed
+
+    data, parts = Path(data), parts.split(",")
+    model = load_model(model_name)
+    scoring = {name: _unit(name, subset, data, limit) for name, subset, limit in SCORING if name in parts}
+    xquad = _unit("xquad-hi", "hi", data, 2)
+    prompts = [dataclasses.replace(r, max_new_tokens=6) for r in xquad.kind.requests(xquad.items)]
+    texts = [q.context for q in _unit("xcopa-sw", "sw", data, 8).items]
+    encoder = load_model("all-minilm-l6-v2") if "embed" in parts else None
+    results = {}
+    for spec in meshes.split(","):
+        mesh = tuple(int(x) for x in spec.split("x"))
+        scorer = Scorer(model, mesh=mesh)
+        entry = {"placement": _placement(scorer)}
+        for name, unit in scoring.items():
+            entry[name] = [r.logprob for r in scorer.loglikelihood(unit.kind.requests(unit.items))]
+        if "generate" in parts:
+            entry["xquad-hi"] = Generator(model, mesh=mesh).generate(prompts)
+        if "embed" in parts:
+            entry["embed"] = Embedder(encoder, mesh=mesh).embed([Embed(t) for t in texts]).tolist()
+        results[spec] = entry
+        del scorer  # 8 devices x 0.5 GB of replicated weights: one mesh's copy at a time
+        jax.clear_caches()  # and its compiled programs (no other mesh runs them)
+    Path(out).write_text(json.dumps({"options": {name: [len(q.choices) for q in u.items] for name, u in scoring.items()},
+                                     "processes": jax.process_count(), "meshes": results}))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:6])

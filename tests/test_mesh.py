@@ -1,0 +1,134 @@
+"""The (data, model) mesh on 8 virtual CPU devices (tests/mesh_worker.py in a subprocess):
+meshes 8x1, 4x2, 2x4 and 1x8 give the 1-device results on real XCOPA-sw and 5-shot SIB-200
+(MILU prompt), greedy XQuAD-hi and embeddings; weights split by the rule table, with the
+tensors whose heads do not divide the model axis (SmolLM2: 9 heads, 3 KV heads; Gemma 3
+270M: 4 heads, 1 KV head) held whole, counted; bytes per device read from the arrays'
+shards. A run on a (2, 2) mesh from the CLI, killed and resumed, equals an uninterrupted
+1-device run; two jax.distributed processes x 2 devices with data=2,model=2 equal one process."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_devices import _free_port
+from test_kill_resume import WORKER as KILL_WORKER, complete_records, task_results
+
+pytestmark = pytest.mark.slow
+WORKER = Path(__file__).parent / "mesh_worker.py"
+MESHES = ("8x1", "4x2", "2x4", "1x8")
+
+
+def _worker(out: Path, data: Path, model: str, meshes, parts=None, devices=8, process=None):
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    args = [sys.executable, str(WORKER), str(out), str(data), model, ",".join(meshes)]
+    args += [parts or "xcopa-sw,sib200-milu,generate,embed"] + [str(x) for x in process or ()]
+    return subprocess.Popen(args, env=env)
+
+
+def _run(tmp: Path, data: Path, model: str, meshes, parts=None) -> dict:
+    out = tmp / f"{model}.json"
+    assert _worker(out, data, model, meshes, parts).wait(timeout=900) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def smollm2(shared_data, tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("mesh"), shared_data, "smollm2-135m", ("1x1",) + MESHES)
+
+
+@pytest.fixture(scope="module")
+def gemma3(shared_data, tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("mesh"), shared_data, "gemma3-270m", ("1x1", "4x2", "1x8"), "xcopa-sw")
+
+
+def assert_same_scores(result: dict, reference: dict, options: dict) -> None:
+    """Per-option log-probs within max(1e-4, 2e-5 |logp|), the same chosen option per question."""
+    for task, counts in options.items():
+        got, want = np.asarray(result[task]), np.asarray(reference[task])
+        np.testing.assert_array_less(np.abs(got - want), np.maximum(1e-4, 2e-5 * np.abs(want)))
+        bounds = np.cumsum([0] + counts)
+        chosen = lambda lp: [int(np.argmax(lp[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]  # noqa: E731
+        assert chosen(got) == chosen(want), task
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+def test_every_mesh_gives_the_one_device_results(smollm2, mesh):
+    reference, result = smollm2["meshes"]["1x1"], smollm2["meshes"][mesh]
+    assert sum(smollm2["options"]["sib200-milu"]) == 21 and len(smollm2["options"]["xcopa-sw"]) == 8
+    assert_same_scores(result, reference, smollm2["options"])
+    assert result["xquad-hi"] == reference["xquad-hi"] and any(reference["xquad-hi"])
+    np.testing.assert_allclose(result["embed"], reference["embed"], atol=1e-5, rtol=0)
+
+
+def _assert_split_as_ruled(placement: dict, model: int, fallbacks: int) -> None:
+    """Every device holds the replicated tensors whole and 1/model of the rest (from addressable_shards)."""
+    assert placement["mesh"]["model"] == model and placement["fallback_tensors"] == fallbacks
+    total, whole = placement["total_bytes"], placement["replicated_bytes"]
+    assert placement["per_device"] == [(total - whole) // model + whole] * len(placement["per_device"])
+    assert placement["weight_bytes_per_device"] == (total - whole) // model + whole
+    if model > 1:
+        assert whole < total and placement["split_tensors"] > 0
+
+
+def test_smollm2_weights_split_by_rule_with_its_attention_held_whole(smollm2):
+    layers = 30  # 9 query heads, 3 KV heads: q, k, v, o of every layer cannot split over 2, 4 or 8
+    for mesh, entry in smollm2["meshes"].items():
+        model = int(mesh.split("x")[1])
+        _assert_split_as_ruled(entry["placement"], model, 4 * layers if model > 1 else 0)
+    assert smollm2["meshes"]["1x8"]["placement"]["weight_bytes_per_device"] < 0.35 * smollm2["meshes"]["1x1"]["placement"]["total_bytes"]
+
+
+def test_gemma3_splits_query_heads_until_they_run_out(gemma3):
+    layers = 18  # 4 query heads, 1 KV head: k, v whole over 2 and 4 devices; q, o too over 8
+    meshes = gemma3["meshes"]
+    _assert_split_as_ruled(meshes["4x2"]["placement"], 2, 2 * layers)
+    _assert_split_as_ruled(meshes["1x8"]["placement"], 8, 4 * layers)
+    for mesh in ("4x2", "1x8"):
+        assert_same_scores(meshes[mesh], meshes["1x1"], gemma3["options"])
+
+
+def test_two_processes_with_data_2_model_2_equal_one_process(smollm2, shared_data, tmp_path):
+    port = _free_port()
+    procs = [_worker(tmp_path / f"p{i}.json", shared_data, "smollm2-135m", ("2x2",), "xcopa-sw,sib200-milu,generate",
+                     devices=2, process=(i, 2, port)) for i in range(2)]
+    assert all(p.wait(timeout=900) == 0 for p in procs)
+    reference = smollm2["meshes"]["1x1"]
+    for i in range(2):
+        out = json.loads((tmp_path / f"p{i}.json").read_text())
+        entry = out["meshes"]["2x2"]
+        assert out["processes"] == 2 and entry["placement"]["mesh"] == {"data": 2, "model": 2}
+        assert_same_scores(entry, reference, smollm2["options"])
+        assert entry["xquad-hi"] == reference["xquad-hi"]
+
+
+def _babeleval(point: str, out: Path, cache: Path, devices: int, *mesh: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(BABELEVAL_CACHE=str(cache), BABELEVAL_CPU_DEVICES=str(devices))
+    return subprocess.run([sys.executable, str(KILL_WORKER), point, "run", "--quiet", "--task", "cldr-weekdays:fr,am",
+                           "--output", str(out), *mesh], env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_cli_run_on_a_2x2_mesh_killed_and_resumed_equals_one_device(tmp_path):
+    reference = _babeleval("none", tmp_path / "one", tmp_path / "cache", 1)
+    assert reference.returncode == 0, reference.stderr
+    out = tmp_path / "mesh"
+    killed = _babeleval("mid-line", out, tmp_path / "cache", 4, "--mesh", "data=2,model=2")
+    assert killed.returncode == -9, killed.stderr
+    assert len(complete_records(out)) == 6
+    again = _babeleval("none", out, tmp_path / "cache", 4, "--mesh", "data=2,model=2")
+    assert again.returncode == 0, again.stderr
+    assert task_results(out) == task_results(tmp_path / "one")
+    one = {(r["key"], r["id"]): r for r in complete_records(tmp_path / "one")}
+    mesh = {(r["key"], r["id"]): r for r in complete_records(out)}
+    assert one.keys() == mesh.keys()
+    for key, record in one.items():
+        assert mesh[key]["chosen"] == record["chosen"]
+        assert mesh[key]["loglikelihoods"] == pytest.approx(record["loglikelihoods"], abs=1e-4)
+    devices = json.loads((out / "results.json").read_text())["devices"]
+    assert devices["mesh"] == {"data": 2, "model": 2} and devices["local_devices"] == 4
+    assert devices["fallback_tensors"] == 120 and devices["dtype"] == "float32"
+    assert devices["weight_bytes_per_device"] < devices["weight_bytes"]
