@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import binomtest
 from statsmodels.stats.multitest import multipletests
 
-from babeleval.compare.stats import adjust, mcnemar_exact, paired_bootstrap
+from babeleval.compare.stats import adjust, mcnemar_exact, mcnemar_interval, paired_bootstrap
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 
@@ -35,6 +35,32 @@ def test_mcnemar_equals_scipy_binomial_test():
     assert mcnemar_exact(a, b)["p"] == pytest.approx(2 * (1 + 12 + 66) / 4096, rel=1e-15)
     assert mcnemar_exact(a * 100, b * 100)["only_a"] == 10  # exact match's 0/100
     assert mcnemar_exact(a, a)["p"] == 1.0
+
+
+def test_mcnemar_interval_inverts_the_exact_test():
+    """Clopper-Pearson (scipy's exact proportion_ci) on the discordant questions, scaled: it
+    excludes zero exactly when McNemar's p < 0.05."""
+    rng = np.random.default_rng(9)
+    checked = {True: 0, False: 0}
+    for n in rng.integers(20, 600, 300):
+        a = (rng.random(n) < 0.5).astype(float)
+        b = np.where(rng.random(n) < 0.5, a, (rng.random(n) < rng.uniform(0.2, 0.8)).astype(float))
+        exact = mcnemar_exact(a, b)
+        low, high = mcnemar_interval(exact["only_a"], exact["only_b"], n)
+        discordant = exact["only_a"] + exact["only_b"]
+        if discordant:
+            ci = binomtest(exact["only_a"], discordant, 0.5).proportion_ci(0.95, method="exact")
+            assert (low, high) == pytest.approx((discordant * (2 * ci.low - 1) / n, discordant * (2 * ci.high - 1) / n),
+                                                abs=1e-12)
+        assert low <= a.mean() - b.mean() <= high
+        excludes = low > 0 or high < 0
+        assert excludes == (exact["p"] < 0.05)
+        checked[excludes] += 1
+    assert min(checked.values()) > 20  # both outcomes occur in the draw
+    assert mcnemar_interval(0, 0, 50) == (0.0, 0.0)
+    # A wins all 5 discordant questions: the upper end is 5/50, the lower end 0.025 ** (1/5) scaled
+    assert mcnemar_interval(5, 0, 50) == pytest.approx((5 * (2 * 0.025 ** (1 / 5) - 1) / 50, 0.1), abs=1e-12)
+    assert mcnemar_interval(0, 5, 50) == pytest.approx((-0.1, -5 * (2 * 0.025 ** (1 / 5) - 1) / 50), abs=1e-12)
 
 
 def _bootstrap_by_weights(a, b, resamples, seed):

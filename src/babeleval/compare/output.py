@@ -14,6 +14,7 @@ from ..report.blocks import Figure, Heading, Paragraph, Table, html_page, markdo
 from ..report.plots import _pyplot, _save, bar_chart
 from ..report.sections import number
 from ..results import write_json_atomic
+from .paired import TESTS
 
 TIED, UNTESTED = "≈", "?"
 
@@ -60,8 +61,8 @@ def _chart(name: str, task: dict, folder: Path, stem: str) -> Figure:
 
 
 def _difference_chart(name: str, task: dict, folder: Path, stem: str) -> Figure | None:
-    """Each pair's difference per cell with its 95% paired interval, a line at zero: an
-    interval that crosses it is a difference the questions do not support."""
+    """Each pair's difference per cell with its 95% interval and a line at zero (the
+    intervals are not corrected for the number of languages; the table's corrected p is)."""
     tested = [d for d in task["differences"] if d["low"] is not None]
     if not tested:
         return None
@@ -78,14 +79,23 @@ def _difference_chart(name: str, task: dict, folder: Path, stem: str) -> Figure 
     ax.axvline(0, color="#555", linewidth=0.8)
     ax.set_yticks(range(len(cells)), cells, fontsize=8)
     ax.set_ylim(len(cells) - 0.5, -0.5)
-    ax.set_xlabel(f"difference in {task['metric']} (95% paired bootstrap interval)")
+    ax.set_xlabel(f"difference in {task['metric']} (95% interval)")
     ax.set_title(f"{name}: paired differences", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     paths = _save(fig, folder / stem)
     plt.close(fig)
     return Figure(f"{folder.name}/{paths[0].name}", f"{name}: each pair's difference per language with its 95% "
-                                                    "paired interval; one that crosses zero is not a difference")
+                                                    "interval (uncorrected); one that crosses zero is not significant even before correction")
+
+
+def _method(task: dict, settings: dict) -> str:
+    if task["kind"] == "binary":
+        return ("On the questions both runs answered: McNemar's exact test (binomial on the discordant questions) "
+                "for p, and the 95% interval that inverts it (Clopper-Pearson on the discordant questions won by A).")
+    return (f"On the questions both runs answered: {TESTS[task['kind']]}, {settings['resamples']:,} resamples (seed "
+            f"{settings['seed']}), the same questions drawn for both runs; p is the two-sided shift test, the 95% "
+            "interval the 2.5-97.5 percentile of the resampled differences.")
 
 
 def _significance(task: dict) -> Paragraph:
@@ -116,9 +126,7 @@ def blocks(comparison: dict, folder: Path, level: int = 2, prefix: str = "c") ->
                 leaderboard_table(task["leaderboard"]),
                 _chart(name, task, folder, f"{prefix}{index:02d}-leaderboard"),
                 Heading(level + 1, f"{name}: paired differences"),
-                Paragraph(f"On the questions both runs answered: {task['differences'][0]['test'] if task['differences'] else '-'}"
-                          f" for p; the 95% interval is the 2.5-97.5 percentile of {comparison['settings']['resamples']:,} "
-                          f"paired bootstrap resamples (seed {comparison['settings']['seed']})."),
+                Paragraph(_method(task, comparison["settings"])),
                 differences_table(task["differences"], task["correction"]),
                 *filter(None, [_difference_chart(name, task, folder, f"{prefix}{index:02d}-differences")]),
                 _significance(task)]

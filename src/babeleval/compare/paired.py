@@ -16,7 +16,7 @@ import re
 import numpy as np
 
 from ..errors import BabelevalError
-from .stats import RESAMPLES, SEED, mcnemar_exact, paired_bootstrap
+from .stats import RESAMPLES, SEED, mcnemar_exact, mcnemar_interval, paired_bootstrap
 
 CORPUS = ("chrf", "chrf++", "bleu", "ter")
 LOWER_IS_BETTER = ("ter",)
@@ -99,12 +99,13 @@ def value(records: list[dict], metric: str, kind: str) -> float:
 def test(records_a: list[dict], records_b: list[dict], metric: str, kind: str, resamples: int = RESAMPLES,
          seed: int = SEED) -> dict:
     """The difference a - b on the same questions (records in the same order), its 95%
-    interval (paired bootstrap) and p (McNemar for binary scores, else the bootstrap's)."""
+    interval and p: McNemar's for binary scores, else the paired bootstrap's."""
     stats_a, score = statistics(records_a, metric, kind)
     stats_b, _ = statistics(records_b, metric, kind)
-    out = paired_bootstrap(stats_a, stats_b, score, resamples, seed)
-    out["test"] = TESTS[kind]
     if kind == "binary":
         exact = mcnemar_exact(stats_a[:, 0], stats_b[:, 0])
-        out.update(p=exact["p"], only_a=exact["only_a"], only_b=exact["only_b"])
-    return out
+        top = max(stats_a.max(), stats_b.max(), 1.0)  # exact match counts 0/100
+        low, high = (top * x for x in mcnemar_interval(exact["only_a"], exact["only_b"], len(stats_a)))
+        difference = float(stats_a[:, 0].mean() - stats_b[:, 0].mean())
+        return {"difference": difference, "low": low, "high": high, **exact, "test": TESTS[kind]}
+    return {**paired_bootstrap(stats_a, stats_b, score, resamples, seed), "test": TESTS[kind]}
