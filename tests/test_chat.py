@@ -163,6 +163,9 @@ def test_run_with_the_models_template_and_a_system_message(tmp_path):
         expected = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         assert expected.endswith(f"{question(doc)}<|im_end|>\n<|im_start|>assistant\n")
         assert record["id"] == str(doc["idx"]) and record["prompt_hash"] == text_hash(expected)
+    chat = json.loads((out / "results.json").read_text())["tasks"]["xcopa"]["chat"]
+    assert chat == {"template": f"{ChatTemplate.from_model('smollm2-135m').origin}", "system": system,
+                    "hash": ChatTemplate.from_model("smollm2-135m").hash, "fewshot_as_multiturn": True}
     plain = CliRunner().invoke(cli, common)
     assert plain.exit_code == 2 and "written by another configuration of sw" in plain.output, plain.output
     assert len((out / "samples_xcopa.jsonl").read_text().splitlines()) == 3

@@ -25,7 +25,7 @@ from .runlog import RunLog
 from .results import SCHEMA_VERSION, cannot_write, summarise, write_json_atomic
 from .tasks.bad_rows import report_bad_rows
 from .tasks.bitext import Bitext
-from .tasks.chat_prompts import resolve_chat
+from .tasks.chat_prompts import chat_summary, resolve_chat
 from .tasks.config import TaskConfig, Variant
 from .tasks.documents import load_documents, load_pool, load_shots
 from .tasks.files import find_tasks
@@ -211,7 +211,7 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
             "signature": task.signature, "source": task.source, "license": task.license,
             "languages": {s: m for s, m in task.subsets.items()}, "main_metric": task.main_metric,
             **summary, "metric_signatures": metric_signatures, **({"search": search} if search else {}),
-            **({"bad_rows": bad_rows} if bad_rows else {}),
+            **({"bad_rows": bad_rows} if bad_rows else {}), **({"chat": chat} if (chat := chat_summary(units)) else {}),
             "seconds": round(time.time() - start, 2), "resumed": resumed, "truncated": engines.truncated() - truncated_before}
 
 

@@ -68,6 +68,17 @@ def resolve_chat(task: TaskConfig, model) -> TaskConfig:
     return dataclasses.replace(task, variants=variants)
 
 
+def chat_summary(units) -> dict | None:
+    """What results.json says of a chatted task: the template (where it came from, its hash),
+    the system message and the few-shot layout (the same for every variant of a run)."""
+    for unit in units:
+        chat = getattr(unit.variant, "chat", None)
+        if chat is not None and isinstance(chat.template, ChatTemplate):
+            return {"template": chat.template.origin, "hash": chat.template.hash, "system": chat.system,
+                    "fewshot_as_multiturn": chat.fewshot_as_multiturn}
+    return None
+
+
 def lm_eval_chat_arguments(chat) -> dict:
     """lm-eval's Task.fewshot_context keywords for a chatted `lm-eval:` task: lm-eval builds the
     turns (its --apply_chat_template path, system instruction, multi-turn few-shot) and our
