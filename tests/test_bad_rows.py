@@ -72,7 +72,7 @@ def test_keep_scores_as_lm_eval_and_skip_counts(tmp_path):
     assert summary["subsets"]["keep"]["n"] == 8 and summary["subsets"]["skip"]["n"] == 5
     warnings = [line for line in result.output.splitlines() if "rows with" in line]
     assert warnings == [f"warning: task messy: 2 rows with {p} (keep 1, skip 1): 1 scored as lm-eval scores them (flagged in "
-                        f"their records), 1 skipped; first at {where(n)} (bad_rows: {{{k}: keep|skip|error}} in the task file)"
+                        f"their records), 1 skipped; first at {where(n)} (bad_rows: {{{k}: keep|skip|error}} in the task file, or --bad-rows {k}=...)"
                         for p, n, k in (("duplicate choices", 2, "duplicate_choices"), ("empty choice", 4, "empty_choice"),
                                         ("unknown target", 6, "unknown_target"))]
     records = [json.loads(line) for line in (out / "samples_messy.jsonl").read_text().splitlines()]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from ..errors import BabelevalError
 from .config import BadRows
 
-HOW_TO = "set bad_rows: {{{problem}: keep}} (score it as lm-eval does) or skip in the task file"
+HOW_TO = ("set bad_rows: {{{problem}: keep}} (score it as lm-eval does) or skip in the task file "
+          "(or --bad-rows {problem}=keep)")
 
 
 def option_problems(options: list[str], gold: int | None, target) -> list[tuple[str, str]]:
@@ -94,7 +95,7 @@ def warning_lines(task: str, summary: dict) -> list[str]:
         first = next(iter(entries.values()))["first"]
         lines.append(f"task {task}: {kept + skipped} rows with {problem.replace('_', ' ')} ({per_subset}): {kept} scored "
                      f"as lm-eval scores them (flagged in their records), {skipped} skipped; first at {first} "
-                     f"(bad_rows: {{{problem}: keep|skip|error}} in the task file)")
+                     f"(bad_rows: {{{problem}: keep|skip|error}} in the task file, or --bad-rows {problem}=...)")
     return lines
 
 
