@@ -17,6 +17,7 @@ from ..results import write_json_atomic
 from .paired import TESTS
 
 TIED, UNTESTED = "≈", "?"
+NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}
 
 
 def _score_cell(s: dict | None) -> str:
@@ -39,7 +40,7 @@ def differences_table(differences: list[dict], correction: str) -> Table:
              number(d["b_value"]), number(d["difference"]),
              f"[{number(d['low'])}, {number(d['high'])}]" if d["low"] is not None else "-",
              _p(d["p"]), _p(d["p_corrected"]), d["test"] or d["status"]] for d in differences]
-    return Table(["cell", "A", "B", "n", "A score", "B score", "A - B", "95% interval", "p", f"p ({correction})", "test"],
+    return Table(["cell", "A", "B", "n", "A score", "B score", "A - B", "95% interval", "p", f"p ({NAMES[correction]})", "test"],
                  rows)
 
 
@@ -105,7 +106,7 @@ def _significance(task: dict) -> Paragraph:
     said = "; ".join(f"{d['cell']}: {d['a'] if d['difference'] > 0 else d['b']} by {abs(d['difference']):.3f} "
                      f"(p {_p(d['p_corrected'])})" for d in significant)
     untested = [d for d in task["differences"] if d["p_corrected"] is None]
-    return Paragraph(f"{len(significant)} of {len(tested)} paired differences significant after {task['correction']} "
+    return Paragraph(f"{len(significant)} of {len(tested)} paired differences significant after {NAMES[task['correction']]} "
                      f"correction (p < 0.05)" + (f": {said}" if said else "") + "."
                      + (f" Not tested: {'; '.join(d['cell'] + ' ' + d['a'] + ' vs ' + d['b'] + ' (' + d['status'] + ')' for d in untested)}."
                         if untested else ""))
@@ -120,7 +121,7 @@ def blocks(comparison: dict, folder: Path, level: int = 2, prefix: str = "c") ->
             continue
         out += [Heading(level, f"{name}: leaderboard ({task['leaderboard']['metric']})"),
                 Paragraph(f"Cells: score ± standard error #rank; {TIED} tied with the language's best (their paired "
-                          f"difference is not significant after {task['correction']} correction across the task's "
+                          f"difference is not significant after {NAMES[task['correction']]} correction across the task's "
                           f"languages, p >= 0.05); {UNTESTED} not tested (too few shared questions, or refused). "
                           "macro: mean over languages; micro: over all questions."),
                 leaderboard_table(task["leaderboard"]),
