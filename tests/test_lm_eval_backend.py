@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tests" / "fixtures" / "lm_eval_tasks"
-DOCS = {"xcopa_sw_local": 20, "nusax_xnli_style": 12, "sib200_milu_5shot_swh": 8, "xquad_hi_gen": 4}
+DOCS = {"xcopa_sw_local": 16, "nusax_xnli_style": 10, "sib200_milu_5shot_swh": 6, "xquad_hi_gen": 4}
 ROLLING_DOCS, ROLLING_MAX_LENGTH = 3, 256  # short windows: every paragraph spans several
 CHAT_DOCS = 3
 CHAT = dict(apply_chat_template=True, fewshot_as_multiturn=True, num_fewshot=2,

@@ -12,6 +12,7 @@ keeps its last max_length + 1 tokens, and rolling windows are lm_eval.utils' own
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from dataclasses import dataclass
 
@@ -19,8 +20,8 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.models.utils import handle_stop_sequences, has_bos_prefix, normalize_gen_kwargs, postprocess_generated_text
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from babeleval.engine.generate import Generator
-from babeleval.engine.scoring import Scorer
+from babeleval.engine.generate import GenerationStats, Generator
+from babeleval.engine.scoring import Scorer, ScoringStats
 from babeleval.errors import BabelevalError
 from babeleval.requests import Generate, GenerateResult
 
@@ -78,14 +79,27 @@ class BabelevalLM(TemplateLM):
         self.max_length = min(int(max_length or pretrained.config.max_positions), pretrained.config.max_positions)
         self.add_bos_token = add_bos_token
         self._max_gen_toks = int(max_gen_toks)
-        batch_size = None if batch_size in (None, "auto") else int(batch_size)
-        # a request keeps max_length + 1 tokens (its last token is only a target)
-        self.scorer = Scorer(pretrained, max_length=self.max_length + 1, batch_size=batch_size,
-                             share_prefixes=share_prefixes)
-        self.generator = ExactGenerator(pretrained, self.tok_encode, max_length=self.max_length, batch_size=batch_size,
-                                        share_prefixes=share_prefixes)
+        self.batch_size = None if batch_size in (None, "auto") else int(batch_size)
+        self.share_prefixes = share_prefixes
         self.work = WorkCounts()
         self._chat = None
+
+    @functools.cached_property
+    def scorer(self) -> Scorer:
+        """A request keeps max_length + 1 tokens (its last token is only a target)."""
+        return Scorer(self.model, max_length=self.max_length + 1, batch_size=self.batch_size,
+                      share_prefixes=self.share_prefixes)
+
+    @functools.cached_property
+    def generator(self) -> ExactGenerator:
+        return ExactGenerator(self.model, self.tok_encode, max_length=self.max_length, batch_size=self.batch_size,
+                              share_prefixes=self.share_prefixes)
+
+    @property
+    def window_length(self) -> int:
+        """HFLM's window is max_length tokens plus its target; at the model's own limit that one
+        more token does not fit, and windows are drawn one token shorter."""
+        return min(self.max_length, self.scorer.max_length - 1)
 
     # -- tokenisation, as HFLM ------------------------------------------------------------
     @property
@@ -107,6 +121,11 @@ class BabelevalLM(TemplateLM):
         backend = getattr(self.tok, "backend", None)
         return backend.decode([token_id], skip_special_tokens=False) if backend is not None else self.tok.decode([token_id])
 
+    @functools.cached_property
+    def _bos_text(self) -> str | None:
+        return self.special_text(self.prefix_token_id)
+
+    @functools.cached_property
     def _adds_special_tokens(self) -> bool:
         """What HF's encode(text) does by default: the tokenizer's post-processor, or the
         family's BOS (a GGUF's add_bos_token)."""
@@ -114,10 +133,10 @@ class BabelevalLM(TemplateLM):
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, left_truncate_len=None, **kwargs):
         add = add_special_tokens if add_special_tokens is not None else self.add_bos_token
-        if add_special_tokens is None and has_bos_prefix(string, self.special_text(self.prefix_token_id)):
+        if add_special_tokens is None and has_bos_prefix(string, self._bos_text):
             add = False
         if add is None:
-            add = self._adds_special_tokens()
+            add = self._adds_special_tokens
         if not add:
             ids = self.tok.encode(string)
         elif self.tok.prefix:
@@ -147,7 +166,7 @@ class BabelevalLM(TemplateLM):
         for k, (text,) in enumerate(req.args for req in requests):
             for context, continuation in map(make_disjoint_window, get_rolling_token_windows(
                     token_list=self.tok_encode(text), prefix_token=self.prefix_token_id,
-                    max_seq_len=self.max_length, context_len=1)):
+                    max_seq_len=self.window_length, context_len=1)):
                 windows.append((None, context, continuation))
                 owners.append(k)
         totals = [0.0] * len(requests)
@@ -220,7 +239,8 @@ class BabelevalLM(TemplateLM):
 
     def engine_stats(self) -> dict:
         """Tokens computed against a no-sharing engine, prefix reuse, seconds."""
-        s, g = self.scorer.stats, self.generator.stats
+        s = self.scorer.stats if "scorer" in self.__dict__ else ScoringStats()  # engines not made: nothing asked
+        g = self.generator.stats if "generator" in self.__dict__ else GenerationStats()
         return {"scoring": {"requests": self.work.scoring_requests, "tokens_computed": s.tokens_computed,
                             "tokens_without_sharing": self.work.scoring_tokens_alone, "duplicates": s.duplicates,
                             "prefixes": s.prefixes, "prefix_tokens_reused": s.prefix_tokens_reused,
