@@ -190,12 +190,14 @@ def _device_counts(text: str) -> list[int]:
 @click.option("--output_path", default=None, help="Where lm-eval's results (and samples) files go.")
 @click.option("--gen_kwargs", default=None, help="lm-eval's k=v,k=v generation settings (greedy only).")
 @click.option("--seed", default=None, help="lm-eval's: one value, or python,numpy,torch,fewshot (default 0,1234,1234,1234).")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16"]), default="auto", show_default=True,
+              help="As for `run`: bfloat16 on GPU/TPU, float32 on CPU.")
+@click.option("--mesh", default="auto", show_default=True, help="As for `run`: data=D,model=M.")
 @click.option("--batch_size", default="auto", show_default=True, callback=_batch_size)
 @click.option("--max_length", type=click.IntRange(min=2), default=None, help="Tokens per request (default: the model's).")
 @friendly
 def lm_eval_command(model_spec, tasks, include_path, num_fewshot, limit, apply_chat_template, fewshot_as_multiturn,
-                    system_instruction, log_samples, output_path, gen_kwargs, seed, dtype, batch_size, max_length):
+                    system_instruction, log_samples, output_path, gen_kwargs, seed, dtype, mesh, batch_size, max_length):
     """Run lm-evaluation-harness tasks on babeleval's engines; writes and prints what `lm_eval` does."""
     from babeleval.lm_eval.run import report, run_lm_eval
     from babeleval.loading import DEFAULT_MODEL
@@ -203,7 +205,7 @@ def lm_eval_command(model_spec, tasks, include_path, num_fewshot, limit, apply_c
     results, stats = run_lm_eval(model_spec or DEFAULT_MODEL, tasks.split(","), include_path, num_fewshot,
                                  int(limit) if limit and limit >= 1 else limit, apply_chat_template, fewshot_as_multiturn,
                                  system_instruction, log_samples, output_path, gen_kwargs, seed, dtype, batch_size,
-                                 max_length)
+                                 max_length, mesh)
     click.echo(report(results, stats))
 
 

@@ -65,10 +65,11 @@ class WorkCounts:
 class BabelevalLM(TemplateLM):
     def __init__(self, pretrained="smollm2-135m", dtype: str = "float32", max_length: int | None = None,
                  batch_size: int | None = None, add_bos_token: bool | None = None, max_gen_toks: int = 256,
-                 share_prefixes: bool = True, **unused):
+                 share_prefixes: bool = True, mesh=None, **unused):
         """pretrained: a LoadedModel or any model spec `babeleval run` accepts; max_length:
         the model's own limit by default (as HFLM); add_bos_token: None = as the model's
-        tokenizer does (Gemma adds BOS), True/False forces it; max_gen_toks: HFLM's default."""
+        tokenizer does (Gemma adds BOS), True/False forces it; max_gen_toks: HFLM's default;
+        mesh: as `babeleval run --mesh` ('auto', 'data=D,model=M'; None: one device)."""
         super().__init__()
         if isinstance(pretrained, str):
             from babeleval.loading import load_model
@@ -81,6 +82,7 @@ class BabelevalLM(TemplateLM):
         self._max_gen_toks = int(max_gen_toks)
         self.batch_size = None if batch_size in (None, "auto") else int(batch_size)
         self.share_prefixes = share_prefixes
+        self.mesh = mesh
         self.work = WorkCounts()
         self._chat = None
 
@@ -88,12 +90,12 @@ class BabelevalLM(TemplateLM):
     def scorer(self) -> Scorer:
         """A request keeps max_length + 1 tokens (its last token is only a target)."""
         return Scorer(self.model, max_length=self.max_length + 1, batch_size=self.batch_size,
-                      share_prefixes=self.share_prefixes)
+                      share_prefixes=self.share_prefixes, mesh=self.mesh)
 
     @functools.cached_property
     def generator(self) -> ExactGenerator:
         return ExactGenerator(self.model, self.tok_encode, max_length=self.max_length, batch_size=self.batch_size,
-                              share_prefixes=self.share_prefixes)
+                              share_prefixes=self.share_prefixes, mesh=self.mesh)
 
     @property
     def window_length(self) -> int:

@@ -26,8 +26,8 @@ def parse_seed(text: str | None) -> tuple[int | None, ...]:
 def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = None, num_fewshot: int | None = None,
                 limit: float | None = None, apply_chat_template: bool = False, fewshot_as_multiturn: bool = False,
                 system_instruction: str | None = None, log_samples: bool = False, output_path: str | None = None,
-                gen_kwargs: str | None = None, seed: str | None = None, dtype: str = "float32",
-                batch_size: int | None = None, max_length: int | None = None) -> tuple[dict, dict]:
+                gen_kwargs: str | None = None, seed: str | None = None, dtype: str = "auto",
+                batch_size: int | None = None, max_length: int | None = None, mesh=None) -> tuple[dict, dict]:
     """Returns lm-eval's results (samples taken out, as its CLI does) and the engine statistics."""
     require_lm_eval()
     import lm_eval
@@ -37,7 +37,7 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
     from babeleval.lm_eval.model import BabelevalLM
 
     start = time.time()
-    lm = BabelevalLM(model_spec, dtype=dtype, batch_size=batch_size, max_length=max_length)
+    lm = BabelevalLM(model_spec, dtype=dtype, batch_size=batch_size, max_length=max_length, mesh=mesh)
     tracker = EvaluationTracker(output_path=output_path) if output_path else None
     seeds = parse_seed(seed)
     try:
