@@ -166,3 +166,19 @@ def test_choice_orders_refused_where_options_are_not_in_the_prompt():
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("lm-eval task xcopa_sw_local: --choice-orders cannot reorder it: its prompt does not list")
+
+
+def test_shuffled_orders_keep_the_original_demonstrations(tmp_path):
+    """Belebele's few-shot: first_n over the evaluated split, the evaluated document left out.
+    A permuted document must leave out its original, not be shown its own question."""
+    folder = tmp_path / "tasks"
+    shutil.copytree(FIXTURES, folder)
+    (folder / "sib_shots.yaml").write_text(f"include: {SIB.name}\ntask: sib200_swh_shots\nfewshot_split: test\n"
+                                           "fewshot_config:\n  sampler: first_n\nnum_fewshot: 2\n")
+    task = find_tasks(f"lm-eval:{folder / 'sib_shots.yaml'}", overrides={"choice_orders": ["original", "shuffle:2"]})[0]
+    units = prepare_task(task, limit=3)
+    for i in range(3):
+        contexts = [u.items[i].instances[0].args[0] for u in units]
+        text = units[0].items[i].doc["text"]
+        assert [c.count(text) for c in contexts] == [1, 1, 1]
+        assert len({c.rsplit("\n\n", 1)[0] for c in contexts}) == 1  # the same two demonstrations

@@ -11,6 +11,7 @@ options are not in the prompt, as in xcopa) is refused in one line.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import BabelevalError
@@ -143,3 +144,20 @@ def permuted_document(variant, doc_id: str, doc: dict) -> tuple[dict, list[int],
         raise BabelevalError(f"{variant.where} document {doc_id}: the gold did not follow the permuted options "
                              f"(fields {', '.join(fields.names)}, target {fields.target})")
     return shown, perm, texts
+
+
+@contextmanager
+def shots_exclude(task, original: dict):
+    """Few-shot from the evaluated split (belebele: first_n over test) leaves the evaluated
+    document out by equality; a permuted document equals nothing in the pool, so the original
+    is left out instead: every order gets the demonstrations of the original order, and never
+    the question itself."""
+    sampler = getattr(task, "sampler", None)
+    if sampler is None:
+        yield
+        return
+    sampler.rm_eval_doc = lambda doc, docs, n=None: type(sampler).rm_eval_doc(original, docs, n)
+    try:
+        yield
+    finally:
+        del sampler.rm_eval_doc

@@ -249,13 +249,16 @@ def _problems(variant: LmEvalVariant, doc: dict, log: BadRowLog, origin: str) ->
 
 
 def _item(variant: LmEvalVariant, doc_id: str, index: int, doc: dict, problems: tuple[str, ...] = ()) -> LmEvalItem:
-    from .lm_eval_orders import permuted_document
+    from contextlib import nullcontext
 
-    lm_task, order, texts = variant.lm_task, None, None
+    from .lm_eval_orders import permuted_document, shots_exclude
+
+    lm_task, order, texts, original = variant.lm_task, None, None, doc
     if variant.options is not None:
         doc, order, texts = permuted_document(variant, doc_id, dict(doc))
-    context = lm_task.fewshot_context(doc, num_fewshot=variant.num_fewshot, gen_prefix=lm_task.doc_to_prefix(doc),
-                                      **lm_eval_chat_arguments(variant.chat))
+    with shots_exclude(lm_task, original) if variant.options is not None else nullcontext():
+        context = lm_task.fewshot_context(doc, num_fewshot=variant.num_fewshot, gen_prefix=lm_task.doc_to_prefix(doc),
+                                          **lm_eval_chat_arguments(variant.chat))
     instances = lm_task.construct_requests(doc=doc, ctx=context, metadata=(lm_task.config.task, index, lm_task.config.repeats))
     instances = instances if isinstance(instances, list) else [instances]
     return LmEvalItem(doc_id, doc, instances, tuple(order or ()), tuple(texts) if texts else None, problems)
