@@ -35,6 +35,9 @@ def test_mcnemar_equals_scipy_binomial_test():
     assert mcnemar_exact(a, b)["p"] == pytest.approx(2 * (1 + 12 + 66) / 4096, rel=1e-15)
     assert mcnemar_exact(a * 100, b * 100)["only_a"] == 10  # exact match's 0/100
     assert mcnemar_exact(a, a)["p"] == 1.0
+    for n, gap in ((20_000, 150), (150_000, 500)):  # exact integers; scipy's incomplete beta past 100,000
+        a = np.r_[np.ones(n // 2 - gap), np.zeros(n // 2 + gap)]
+        assert mcnemar_exact(a, 1 - a)["p"] == pytest.approx(binomtest(n // 2 - gap, n, 0.5).pvalue, rel=1e-12)
 
 
 def test_mcnemar_interval_inverts_the_exact_test():
