@@ -76,7 +76,11 @@ def _bootstrap_by_weights(a, b, resamples, seed):
     return observed, np.percentile(diffs, [2.5, 97.5]), (beyond + 1) / (resamples + 1)
 
 
-def test_paired_bootstrap_of_a_mean_equals_independent_computation():
+@pytest.mark.parametrize("chunk", [1 << 22, 4096])  # one block of resamples; many (bounded memory)
+def test_paired_bootstrap_of_a_mean_equals_independent_computation(chunk, monkeypatch):
+    from babeleval.compare import stats
+
+    monkeypatch.setattr(stats, "CHUNK", chunk)
     rng = np.random.default_rng(3)
     for n, shift in ((40, 0.0), (200, 4.0), (500, 1.5)):
         a = np.clip(rng.normal(60, 25, n), 0, 100)  # F1-like per-question scores

@@ -78,6 +78,17 @@ def resample_indices(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> np
     return np.random.default_rng(seed).choice(n, size=(resamples, n), replace=True)
 
 
+CHUNK = 1 << 22  # indices drawn at a time (32 MiB)
+
+
+def _index_chunks(n: int, resamples: int, seed: int):
+    """resample_indices' rows a block at a time: the same stream (numpy draws rows in
+    order), in bounded memory for a 10,000-question subset."""
+    rng, rows = np.random.default_rng(seed), max(1, CHUNK // max(n, 1))
+    for start in range(0, resamples, rows):
+        yield rng.choice(n, size=(min(rows, resamples - start), n), replace=True)
+
+
 def resampled(stats: np.ndarray, indices: np.ndarray, score) -> np.ndarray:
     """The score of each resample: the mean of column 0 (score None, in float64), or
     score(statistics summed in float32, as sacreBLEU sums them) per row of indices."""
@@ -93,9 +104,8 @@ def paired_bootstrap(stats_a, stats_b, score=None, resamples: int = RESAMPLES, s
     difference a - b, its 95% percentile interval and the shift test's two-sided p."""
     stats_a, stats_b = (np.asarray(s, np.float64).reshape(len(s), -1) for s in (stats_a, stats_b))
     observed = _score(stats_a, score) - _score(stats_b, score)
-    indices = resample_indices(len(stats_a), resamples, seed)
-    a, b = resampled(stats_a, indices, score), resampled(stats_b, indices, score)
-    diffs = a - b
+    diffs = np.concatenate([resampled(stats_a, rows, score) - resampled(stats_b, rows, score)
+                            for rows in _index_chunks(len(stats_a), resamples, seed)])
     p = (int(np.sum(np.abs(diffs - observed) >= abs(observed))) + 1) / (resamples + 1)
     low, high = np.percentile(diffs, [2.5, 97.5])
     return {"difference": float(observed), "low": float(low), "high": float(high), "p": float(p)}
