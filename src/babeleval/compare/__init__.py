@@ -92,7 +92,8 @@ def compare(folders: list[Path], task: str | None = None, metric: str | None = N
                       "limit": r.results.get("limit"), "sample": r.results.get("sample"),
                       "command": r.results.get("command")} for r in runs],
             "settings": {"correction": correction, "alpha": ALPHA, "resamples": resamples, "seed": seed,
-                         "min_shared": MIN_SHARED, "interval": "95%: inverting McNemar's exact test (0/1 metrics), else the paired bootstrap's percentiles",
+                         "min_shared": MIN_SHARED,
+                         "interval": "95%: inverting McNemar's exact test (0/1 metrics), else the paired bootstrap's percentiles",
                          "family": "one pair of runs, one task: its cells (languages, axis values)"},
             "tasks": {n: _task_or_reason(runs, n, metric, correction, resamples, seed, len(names)) for n in names}}
 

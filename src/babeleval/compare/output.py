@@ -17,7 +17,9 @@ from ..results import write_json_atomic
 from .paired import TESTS
 
 TIED, UNTESTED = "≈", "?"
-NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}
+NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "none"}
+AFTER = {"holm": "after Holm correction across the task's languages",
+         "bh": "after Benjamini-Hochberg correction across the task's languages", "none": "without correction"}
 
 
 def _score_cell(s: dict | None) -> str:
@@ -86,8 +88,9 @@ def _difference_chart(name: str, task: dict, folder: Path, stem: str) -> Figure 
     ax.legend(fontsize=7, loc="best")
     paths = _save(fig, folder / stem)
     plt.close(fig)
-    return Figure(f"{folder.name}/{paths[0].name}", f"{name}: each pair's difference per language with its 95% "
-                                                    "interval (uncorrected); one that crosses zero is not significant even before correction")
+    return Figure(f"{folder.name}/{paths[0].name}",
+                  f"{name}: each pair's difference per language with its 95% interval (uncorrected); one that crosses "
+                  "zero is not significant even before correction")
 
 
 def _method(task: dict, settings: dict) -> str:
@@ -103,13 +106,13 @@ def _significance(task: dict) -> Paragraph:
     """What a reader may and may not claim, in words."""
     tested = [d for d in task["differences"] if d["p_corrected"] is not None]
     significant = [d for d in tested if d["p_corrected"] < 0.05]
-    said = "; ".join(f"{d['cell']}: {d['a'] if d['difference'] > 0 else d['b']} by {abs(d['difference']):.3f} "
+    said = "; ".join(f"{d['cell']}: {d['a'] if d['difference'] > 0 else d['b']} higher by {abs(d['difference']):.3f} "
                      f"(p {_p(d['p_corrected'])})" for d in significant)
     untested = [d for d in task["differences"] if d["p_corrected"] is None]
-    return Paragraph(f"{len(significant)} of {len(tested)} paired differences significant after {NAMES[task['correction']]} "
-                     f"correction (p < 0.05)" + (f": {said}" if said else "") + "."
-                     + (f" Not tested: {'; '.join(d['cell'] + ' ' + d['a'] + ' vs ' + d['b'] + ' (' + d['status'] + ')' for d in untested)}."
-                        if untested else ""))
+    return Paragraph(f"{len(significant)} of {len(tested)} paired differences significant {AFTER[task['correction']]} "
+                     f"(p < 0.05)" + (f": {said}" if said else "") + "."
+                     + (" Not tested: " + "; ".join(f"{d['cell']} {d['a']} vs {d['b']} ({d['status']})" for d in untested)
+                        + "." if untested else ""))
 
 
 def blocks(comparison: dict, folder: Path, level: int = 2, prefix: str = "c") -> list:
@@ -121,9 +124,9 @@ def blocks(comparison: dict, folder: Path, level: int = 2, prefix: str = "c") ->
             continue
         out += [Heading(level, f"{name}: leaderboard ({task['leaderboard']['metric']})"),
                 Paragraph(f"Cells: score ± standard error #rank; {TIED} tied with the language's best (their paired "
-                          f"difference is not significant after {NAMES[task['correction']]} correction across the task's "
-                          f"languages, p >= 0.05); {UNTESTED} not tested (too few shared questions, or refused). "
-                          "macro: mean over languages; micro: over all questions."),
+                          f"difference is not significant {AFTER[task['correction']]}, p >= 0.05); {UNTESTED} not "
+                          "tested (too few shared questions, or refused). macro: mean over languages; micro: over all "
+                          "questions."),
                 leaderboard_table(task["leaderboard"]),
                 _chart(name, task, folder, f"{prefix}{index:02d}-leaderboard"),
                 Heading(level + 1, f"{name}: paired differences"),
