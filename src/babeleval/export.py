@@ -48,9 +48,11 @@ def metric_columns(records: list[dict]) -> list[str]:
 
 def export(folders: list[Path], output: Path) -> dict:
     """Write the Parquet file; returns {"rows": n, "columns": [...]}."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise BabelevalError("babeleval export writes Parquet with pyarrow: pip install pyarrow") from None
     rows, records = [], []
     for run in load_runs([Path(f) for f in folders]):
         for task, result in run.tasks.items():
