@@ -182,3 +182,16 @@ def test_shuffled_orders_keep_the_original_demonstrations(tmp_path):
         text = units[0].items[i].doc["text"]
         assert [c.count(text) for c in contexts] == [1, 1, 1]
         assert len({c.rsplit("\n\n", 1)[0] for c in contexts}) == 1  # the same two demonstrations
+
+
+def test_a_skipped_document_still_takes_its_few_shot_draw(monkeypatch):
+    """--bad-rows skip leaves a document out; lm-eval scores it, drawing its demonstrations from
+    the seeded sampler: the documents after it must still get the plain run's demonstrations."""
+    import babeleval.tasks.lm_eval_task as lm_eval_task
+
+    spec, shots = f"lm-eval:{XCOPA}", {"fewshot": {"n": 3}}
+    full = prepare_task(find_tasks(spec, overrides=shots)[0], limit=6)[0].items
+    monkeypatch.setattr(lm_eval_task, "_problems", lambda v, doc, log, origin: None if origin.endswith(" 2") else ())
+    kept = prepare_task(find_tasks(spec, overrides=shots)[0], limit=6)[0].items
+    assert [i.id for i in kept] == ["0", "1", "3", "4", "5"]
+    assert [i.instances[0].args for i in kept] == [i.instances[0].args for i in full if i.id != "2"]

@@ -232,8 +232,18 @@ def prepare_lm_eval(task: TaskConfig, limit: int | None = None, sample: int | No
             problems = _problems(variant, docs[i], kind.bad_rows, f"{variant.where} document {i}")
             if problems is not None:
                 items.append(_item(variant, str(i), i, docs[i], problems))
+            else:
+                _draw_shots(lm_task, docs[i], variant.num_fewshot)
         out.append((variant, kind, items))
     return out
+
+
+def _draw_shots(lm_task, doc: dict, n: int) -> None:
+    """A skipped document still takes its draw from the seeded few-shot sampler (as in a plain
+    lm-eval run, which scores it), so the documents after it get lm-eval's demonstrations."""
+    if n > 0 and getattr(lm_task, "sampler", None) is not None:
+        same_split = lm_task.fewshot_cfg.split == lm_task.config.test_split
+        lm_task.sampler.sample(n=n, eval_doc=doc if same_split else None)
 
 
 def _problems(variant: LmEvalVariant, doc: dict, log: BadRowLog, origin: str) -> tuple[str, ...] | None:
