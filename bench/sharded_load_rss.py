@@ -3,7 +3,8 @@
 Writes a Llama-3.2-1B-shaped HF folder (its config.json; random bf16 weights, 1.24 B
 parameters = 2.47 GB, as a 3-file sharded safetensors index) once, then loads it in a fresh
 process with load_model(dtype="bfloat16", mesh=...) and reports the peak resident set size
-(ru_maxrss) above the process's size before loading, against the weights' bytes. On CPU the
+(VmHWM: ru_maxrss would carry the writing parent's peak across exec) above the process's
+size before loading, against the weights' bytes. On CPU the
 "devices" live in the same process, so the placed weights themselves are in that figure
 (1.0x weights is the floor); what streaming removes is the whole-model host copy before
 placement (the loader before issue 23 held every tensor as float32 on the host first: 2x the
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -66,6 +66,14 @@ def write_folder(folder: Path, files: int = 3) -> None:
     (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
 
 
+def high_water_mark() -> int:
+    """Peak resident bytes of this process image (/proc/self/status VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def measure(folder: str, mesh: str) -> None:
     """In a fresh process: load and print the peak RSS above the size before loading."""
     import jax
@@ -74,9 +82,9 @@ def measure(folder: str, mesh: str) -> None:
     from babeleval.loading import load_model
 
     jax.devices()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    before = high_water_mark()
     model = load_model(folder, dtype="bfloat16", mesh=None if mesh == "none" else mesh)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = high_water_mark()
     weights = sum(x.nbytes for x in jax.tree.leaves(model.params))
     per_device = bytes_per_device(model.params)
     print(json.dumps({"mesh": mesh, "params": model.num_params, "weight_bytes": weights,

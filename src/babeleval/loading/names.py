@@ -126,7 +126,7 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
                     break  # a tied head some exporters still write out
                 for name, part in _leaves(kind, leaf, match.expand(target), np.asarray(array), cfg).items():
                     _check_shape(source, name, part, want)
-                    flat[name] = place(name, np.asarray(part).astype(dtype)) if name in want else part
+                    flat[name] = place(name, np.asarray(part).astype(dtype, copy=False)) if name in want else part
                 break
         else:
             if not IGNORED.search(key):
