@@ -60,6 +60,7 @@ def test_cpu_devices_per_core_unless_the_user_chose():
     cores = len(os.sched_getaffinity(0))
     assert _device_count().stdout.strip() == str(min(cores, 4))  # the engine splits the cores
     assert _device_count("babeleval, babeleval.tasks.files, babeleval.metrics.chrf").stdout.strip() == "1"  # no side effect
+    assert _device_count("babeleval.models").stdout.strip() == "1"  # models do not reach up into the engine
     assert _device_count(BABELEVAL_CPU_DEVICES="3").stdout.strip() == "3"
     assert _device_count(XLA_FLAGS="--xla_force_host_platform_device_count=1").stdout.strip() == "1"
     bad = _device_count(BABELEVAL_CPU_DEVICES="two")
