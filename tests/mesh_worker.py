@@ -5,7 +5,8 @@ continuations, sentence embeddings (all-MiniLM-L6-v2, L2-normed), and where the 
 went (from the arrays' own shards).
 
   python mesh_worker.py OUT DATA MODEL MESHES [PARTS [PROCESS PROCESSES PORT]]
-  MESHES: 1x1,4x2,... (data x model); PARTS: any of xcopa-sw, sib200-milu, generate, embed"""
+  MESHES: 1x1,4x2,... (data x model; 8x1:xcopa-sw+embed runs only those parts on that mesh);
+  PARTS: any of xcopa-sw, sib200-milu, generate, embed"""
 import dataclasses
 import json
 import sys
@@ -55,14 +56,15 @@ def main(out: str, data: str, model_name: str, meshes: str, parts: str = "xcopa-
     encoder = load_model("all-minilm-l6-v2") if "embed" in parts else None
     results = {}
     for spec in meshes.split(","):
-        mesh = tuple(int(x) for x in spec.split("x"))
+        spec, _, only = spec.partition(":")
+        mesh, wanted = tuple(int(x) for x in spec.split("x")), only.split("+") if only else parts
         scorer = Scorer(model, mesh=mesh)
         entry = {"placement": _placement(scorer)}
-        for name, unit in scoring.items():
+        for name, unit in ((n, u) for n, u in scoring.items() if n in wanted):
             entry[name] = [r.logprob for r in scorer.loglikelihood(unit.kind.requests(unit.items))]
-        if "generate" in parts:
+        if "generate" in wanted:
             entry["xquad-hi"] = Generator(model, mesh=mesh).generate(prompts)
-        if "embed" in parts:
+        if "embed" in wanted:
             entry["embed"] = Embedder(encoder, mesh=mesh).embed([Embed(t) for t in texts]).tolist()
         results[spec] = entry
         del scorer  # 8 devices x 0.5 GB of replicated weights: one mesh's copy at a time
