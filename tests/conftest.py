@@ -24,3 +24,10 @@ def cache(tmp_path_factory) -> Path:
     path = Path(os.environ.get("BABELEVAL_TEST_CACHE", Path(__file__).resolve().parents[1] / ".cache"))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def pytest_collection_modifyitems(items):
+    """tests/test_mesh.py first: its workers hold up to 8 copies of the weights (8 virtual CPU
+    devices are one host's memory), best started while this process is still small (by the
+    end of the suite it holds ~12 GB of models and programs)."""
+    items.sort(key=lambda item: item.path.name != "test_mesh.py")
