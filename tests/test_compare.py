@@ -6,9 +6,7 @@ discordant questions counted here, the Holm step against statsmodels, and the
 leaderboard's tied-with-best marks against the corrected p. Then the refusals: other
 --limit, other signatures, fewer than 20 shared questions; and compare.html in Chromium."""
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +18,7 @@ from statsmodels.stats.multitest import multipletests
 from babeleval.cli.main import cli
 from babeleval.compare import compare
 from babeleval.errors import BabelevalError
-from test_report import CHROMIUM, FLAGS
+from test_report import in_chromium, needs_chromium
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "compare-xcopa"
 RUNS = [EXAMPLE / "smollm2-135m", EXAMPLE / "gemma3-270m"]
@@ -191,20 +189,11 @@ def test_other_metric_settings_are_refused(tmp_path):
     assert all(d["difference"] == 0 and d["a_value"] == d["b_value"] > 0 for d in same["differences"])
 
 
-@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("BABELEVAL_REQUIRE_BROWSER"),
-                    reason="Debian's chromium is not installed (apt-get install chromium)")
+@needs_chromium
 def test_html_renders_in_headless_chromium(written, tmp_path):
-    assert CHROMIUM, "BABELEVAL_REQUIRE_BROWSER is set but chromium is not installed"
-    page = (written / "compare.html").as_uri()
-    flags = [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120).stdout
+    dom, pixels = in_chromium(written / "compare.html", tmp_path, 1600)
     assert dom.count("<table") == 2 and dom.count("<img") == 2 and "tied with the language" in dom
     assert "≈</td>" in dom or "#1</td>" in dom
-    shot = tmp_path / "shot.png"
-    subprocess.run([*flags, "--window-size=1200,1600", f"--screenshot={shot}", page], capture_output=True, timeout=120)
-    import matplotlib.image
-
-    pixels = (matplotlib.image.imread(shot)[..., :3] * 255).astype(int)
     blue = np.abs(pixels - [31, 119, 180]).max(axis=2) < 12  # the chart's first run's bars loaded
     orange = np.abs(pixels - [255, 127, 14]).max(axis=2) < 12  # and the second's
     assert blue.sum() > 3000 and orange.sum() > 3000

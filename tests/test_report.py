@@ -51,20 +51,28 @@ def test_markdown_holds_the_runs_numbers(report):
                                     for i in images)
 
 
-@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("BABELEVAL_REQUIRE_BROWSER"),
-                    reason="Debian's chromium is not installed (apt-get install chromium)")
-def test_html_renders_in_headless_chromium(report, tmp_path):
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("BABELEVAL_REQUIRE_BROWSER"),
+                                    reason="Debian's chromium is not installed (apt-get install chromium)")
+
+
+def in_chromium(page: Path, tmp_path: Path, height: int):
+    """(the DOM headless Chromium built from page, the screenshot's RGB pixels 1200 x height)."""
     assert CHROMIUM, "BABELEVAL_REQUIRE_BROWSER is set but chromium is not installed"
-    page = (report / "report.html").as_uri()
-    flags = [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120).stdout
-    html = (report / "report.html").read_text(encoding="utf-8")
-    assert dom.count("<table") == html.count("<table") >= 10 and dom.count("<img") == html.count("<img") >= 8
-    shot = tmp_path / "shot.png"
-    subprocess.run([*flags, "--window-size=1200,2400", f"--screenshot={shot}", page], capture_output=True, timeout=120)
     import matplotlib.image
 
-    pixels = (matplotlib.image.imread(shot)[..., :3] * 255).astype(int)
+    flags = [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    shot = tmp_path / "shot.png"
+    subprocess.run([*flags, f"--window-size=1200,{height}", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120)
+    return dom, (matplotlib.image.imread(shot)[..., :3] * 255).astype(int)
+
+
+@needs_chromium
+def test_html_renders_in_headless_chromium(report, tmp_path):
+    dom, pixels = in_chromium(report / "report.html", tmp_path, 2400)
+    html = (report / "report.html").read_text(encoding="utf-8")
+    assert dom.count("<table") == html.count("<table") >= 10 and dom.count("<img") == html.count("<img") >= 8
     assert pixels.shape[:2] == (2400, 1200)
     assert (pixels.min(axis=2) < 200).mean() > 0.03  # text, rules and bars: not a blank page
     blue = np.abs(pixels - [31, 119, 180]).max(axis=2) < 12  # matplotlib's first bar colour: the charts loaded
