@@ -27,7 +27,10 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 TASKS = ROOT / "tests" / "fixtures" / "lm_eval_tasks"
 WORKLOADS = {"xcopa 0-shot (sw, id, ht)": ["xcopa_sw_local", "xcopa_id_local", "xcopa_ht_local"],
              "sib200 5-shot MILU-style (swh)": ["sib200_milu_5shot_swh"],
-             "xquad-hi generate_until": ["xquad_hi_gen"]}
+             "xquad-hi generate_until": ["xquad_hi_gen"],
+             "xnli-style whole options (jv, su, ban, ace)": [f"nusax_xnli_style_{l}" for l in
+                                                           ("javanese", "sundanese", "balinese", "acehnese")],
+             "xquad-hi loglikelihood_rolling": ["xquad_hi_rolling"]}
 
 
 def timed_run(lm, tasks: list[str], limit: int) -> tuple[dict, float]:
@@ -58,6 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=8)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--only", default=None, help="run the workloads whose name contains this")
     args = parser.parse_args()
     os.chdir(ROOT)  # the task files' data_files are relative to the repository root
 
@@ -72,6 +76,8 @@ def main() -> None:
     hf_tok = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     rows = []
     for name, tasks in WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
         cold_lm = BabelevalLM(ours("smollm2-135m"))
         _, cold = timed_run(cold_lm, tasks, args.limit)
         lm = BabelevalLM(ours("smollm2-135m"))

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from babeleval.engine.scoring import question_mask
+from babeleval.engine.radix import LineArrays, radix_rows
+from babeleval.engine.scoring import fill_lines, tree_mask
 from babeleval.models.layers import attend, attend_fused, attention_implementation
 
 SHAPES = {"smollm2": (9, 3, 64), "gemma3": (4, 1, 256)}  # query heads, KV heads, head dim
@@ -57,12 +58,22 @@ def test_one_decode_query_over_a_cache(model):
 
 
 def test_packed_option_rows():
-    groups = np.full((2, 128), -1, np.int32)
-    segments = np.zeros((2, 128), np.int32)
-    groups[0, :50], groups[0, 50:90], groups[1, :120] = 0, 1, 0
-    segments[0, 30:40], segments[0, 40:50], segments[0, 80:90], segments[1, 100:120] = 1, 2, 1, 1
+    """Two lines: two questions whose options branch after a shared context, then one long row."""
+    r = np.random.default_rng(4)
+    words = lambda n: r.integers(3, 1000, n).tolist()
+    shared, other, long = words(30), words(12), words(100)
+    pairs = [(shared, words(10)), (shared, words(10)), (other, words(9) + words(1)), (other, words(19)),
+             (long[:80], long[80:])]
+    ends = np.zeros((2, 128), np.int32)
+    lines = fill_lines(radix_rows(pairs, 128), 128)
+    assert [len(line) for _, line in lines] == [1, 2]
+    for b, (_, line) in enumerate(lines):
+        arrays = LineArrays()
+        for row in line:
+            arrays.add_row(row)
+        ends[b, :len(arrays.ends)] = arrays.ends
     q, k, v = _qkv(2, 128, 128, *SHAPES["smollm2"], seed=3)
-    _same(q, k, v, question_mask(jnp.asarray(groups), jnp.asarray(segments)))
+    _same(q, k, v, tree_mask(jnp.asarray(ends)))
 
 
 def test_kernels_on_cpu_unless_asked(monkeypatch):

@@ -40,5 +40,8 @@ def test_cached_prefix_gives_the_uncached_loglikelihoods(shared_data):
     assert np.abs(a - b).max() <= max(1e-3, 5e-5 * np.abs(b).max())
     s = cached.stats
     assert s.prefixes == 1 and s.prefix_tokens >= 384  # the five English demonstrations
-    assert s.tokens_computed + s.prefix_tokens_reused - s.prefix_tokens == plain.stats.tokens_computed
-    assert s.tokens_computed < plain.stats.tokens_computed / 2
+    assert s.tokens_alone == plain.stats.tokens_alone
+    assert s.tokens_alone == s.tokens_computed - s.prefix_tokens + s.prefix_tokens_reused + s.tokens_shared
+    assert plain.stats.tokens_alone == plain.stats.tokens_computed + plain.stats.tokens_shared
+    assert plain.stats.tokens_shared >= 384  # without the cache, rows of two questions still share their demonstrations
+    assert s.tokens_computed < plain.stats.tokens_computed

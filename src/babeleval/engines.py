@@ -91,7 +91,8 @@ class Engines:
             s = engine.stats if hasattr(engine, "stats") else None
             if kind is Loglikelihood:
                 out["scoring"] = {"requests": s.requests, "questions": s.questions, "lines": s.lines,
-                                  "tokens_computed": s.tokens_computed, "tokens_padded": s.tokens_padded,
+                                  "tokens_alone": s.tokens_alone, "tokens_computed": s.tokens_computed,
+                                  "tokens_shared": s.tokens_shared, "tokens_padded": s.tokens_padded,
                                   "truncated": s.truncated, "duplicates": s.duplicates, **_prefix_stats(s),
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             elif kind is Generate:

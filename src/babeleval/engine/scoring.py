@@ -1,11 +1,11 @@
-"""Log-likelihood scoring of answer options in packed, shared-context rows.
+"""Log-likelihood scoring of answer options in packed rows that share token prefixes.
 
-A question's options share one row: context tokens once, then every option, each
-option attending to the context and to itself only (a block mask; positions restart
-after the context). The context is therefore computed once per question, and the
-vocabulary projection + log-softmax run only at the positions that predict an option
-token (engine/head.py). Rows are then packed, longest first, several to a line
-(a question attends only to its own tokens). A line is as short as its longest row
+Requests sharing a token prefix share one row (engine/radix.py): a question's options its
+context, xnli-style options their premise, each token attending to its own prefix only (a
+tree mask; positions restart after the shared part). Shared tokens are therefore computed once,
+and the vocabulary projection + log-softmax run only at the positions that predict a
+continuation token (engine/head.py). Rows are then packed, longest first, several to a line
+(a row attends only to its own tokens). A line is as short as its longest row
 allows (128, 192, 256, 384, 512, 640, ... tokens): attention cost grows with the line, so short
 questions are not put in long lines, and the few line lengths are the compiled shapes.
 """
@@ -27,6 +27,7 @@ from .compile_cache import default_compilation_cache
 from .devices import data_shards, per_device, shard_batch, split_for_process, sum_over_processes, using
 from .head import HEAD_CHUNK, score_positions
 from .sharding import kv_bytes_per_token, place_model
+from .radix import LineArrays, Row, radix_rows
 from .prefix import attention_inputs, computed_prefixes, prefix_groups, prefix_slots
 from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
@@ -35,76 +36,65 @@ from .tokenize import split_pairs
 MIN_LINE = 128  # shortest line: shorter questions are packed several to a line
 
 
-def question_mask(groups, segments):
-    """[B, T, T]: causal, within one question of the line (groups; -1 is padding), and an
-    option (segment k > 0) sees the context (segment 0) and itself, not the other options."""
-    idx = jnp.arange(groups.shape[1])
-    valid = groups >= 0
-    same_question = groups[:, None, :] == groups[:, :, None]
-    same_block = (segments[:, None, :] == 0) | (segments[:, None, :] == segments[:, :, None])
-    mask = (idx[:, None] >= idx[None, :])[None] & same_question & same_block & valid[:, None, :] & valid[:, :, None]
-    return mask | jnp.eye(groups.shape[1], dtype=bool)[None]
+def tree_mask(ends):
+    """[B, T, T]: query j sees key i iff i <= j < ends[i] (i is j or an ancestor in its row's trie,
+    engine/radix.py); padding (ends 0) sees only itself."""
+    idx = jnp.arange(ends.shape[1])
+    mask = (idx[:, None] >= idx[None, :])[None] & (idx[None, :, None] < ends[:, None, :])
+    return mask | jnp.eye(ends.shape[1], dtype=bool)[None]
 
 
-def _score_on_device(params, prefix, tokens, positions, groups, segments, where, targets, count, config, dtype):
+def _score_on_device(params, prefix, tokens, positions, ends, where, targets, count, config, dtype):
     """One device's lines, standing alone (prefix None) or continuing a cached prefix."""
     module = build_module(config, dtype)
-    inputs = attention_inputs(prefix, positions, question_mask(groups, segments), groups >= 0)
+    inputs = attention_inputs(prefix, positions, tree_mask(ends), ends > 0)
     hidden, _ = module.apply({"params": params}, tokens, **inputs)
     logprob, greedy = score_positions(module, params, hidden.reshape(-1, hidden.shape[-1]), where[0], targets[0], count[0])
     return logprob[None], greedy[None]
 
 
 @partial(jax.jit, static_argnames=("config", "dtype"))
-def score_lines(params, tokens, positions, groups, segments, where, targets, count, config, dtype=jnp.float32):
-    """tokens, positions, groups, segments: [R, L], split by rows over the devices;
+def score_lines(params, tokens, positions, ends, where, targets, count, config, dtype=jnp.float32):
+    """tokens, positions, ends: [R, L], split by rows over the devices;
     where, targets: [devices, C]: scored positions in the device's flattened lines and the
     token each should predict; count: [devices] real entries. Returns (log-prob, greedy), [devices, C]."""
     local = partial(_score_on_device, config=config, dtype=dtype)
-    return per_device(lambda params, *lines: local(params, None, *lines))(params, tokens, positions, groups, segments,
-                                                                            where, targets, count)
+    return per_device(lambda params, *lines: local(params, None, *lines))(params, tokens, positions, ends, where,
+                                                                            targets, count)
 
 
 @partial(jax.jit, static_argnames=("config", "dtype"))
-def score_lines_after_prefix(params, prefix, tokens, positions, groups, segments, where, targets, count, config,
+def score_lines_after_prefix(params, prefix, tokens, positions, ends, where, targets, count, config,
                              dtype=jnp.float32):
     """score_lines for lines that continue one cached prefix (per layer k, v [1, Hkv, P, D])."""
     local = partial(_score_on_device, config=config, dtype=dtype)
-    return per_device(local, replicated=2)(params, prefix, tokens, positions, groups, segments, where, targets, count)
-
-
-@dataclass
-class Row:
-    """One packed row: a context and the continuations that share it."""
-
-    context: list[int]
-    options: list[tuple[int, list[int]]] = field(default_factory=list)
-
-    @property
-    def length(self) -> int:
-        return len(self.context) + sum(len(o) for _, o in self.options)
+    return per_device(local, replicated=2)(params, prefix, tokens, positions, ends, where, targets, count)
 
 
 @dataclass
 class ScoringStats:
     requests: int = 0
-    questions: int = 0  # packed rows: one context and the options that share it
+    questions: int = 0  # packed rows: requests sharing token prefixes (engine/radix.py)
     lines: int = 0  # model rows run, each holding one or more questions
+    tokens_alone: int = 0  # what a no-sharing engine computes: every distinct request's inputs on their own
     tokens_computed: int = 0  # real (unpadded) tokens run through the model
+    tokens_shared: int = 0  # request tokens a row did not compute again (an earlier member of the row had them)
     tokens_padded: int = 0  # tokens in the padded batches
     truncated: int = 0  # requests longer than max_length: context cut from the left
     duplicates: int = 0  # requests identical at token level to an earlier one of the call: not computed again
     prefixes: int = 0  # shared prefixes computed once (engine/prefix.py)
     prefix_tokens: int = 0  # their tokens (counted in tokens_computed once each)
-    prefix_tokens_reused: int = 0  # prefix tokens rows did not compute again: what a no-cache engine adds
+    prefix_tokens_reused: int = 0  # prefix tokens requests did not compute again
+    # tokens_alone == tokens_computed - prefix_tokens + prefix_tokens_reused + tokens_shared
     seconds: float = 0.0
     compiles: CompileCounter = field(default_factory=CompileCounter)
 
 
 def fit(context: list[int], continuation: list[int], max_length: int) -> tuple[list[int], list[int]]:
-    """A request cut to max_length tokens from the left (the context first; at least one of its tokens stays)."""
+    """A request cut to max_length + 1 tokens from the left (the model reads max_length: the last
+    token is only a target; the context goes first and at least one of its tokens stays)."""
     continuation = continuation[-max_length:]
-    return context[-max(1, max_length - len(continuation)):], continuation
+    return context[-max(1, max_length + 1 - len(continuation)):], continuation
 
 
 def unique_pairs(pairs: list[tuple[list[int], list[int]]]):
@@ -114,22 +104,6 @@ def unique_pairs(pairs: list[tuple[list[int], list[int]]]):
     index: dict[tuple, int] = {}
     first = np.array([index.setdefault((tuple(c), tuple(k)), len(index)) for c, k in pairs], np.int64)
     return [(list(c), list(k)) for c, k in index], first
-
-
-def pack_rows(pairs: list[tuple[list[int], list[int]]], max_length: int, owners: list[int] | None = None) -> list[Row]:
-    """Group requests by identical context tokens; split a group when its row would exceed
-    max_length. owners: the request index of each pair (default: its position)."""
-    by_context: dict[tuple, list[Row]] = {}
-    for k, (context, continuation) in enumerate(pairs):
-        index = k if owners is None else owners[k]
-        if not continuation:
-            continue
-        context, continuation = fit(context, continuation, max_length)
-        rows = by_context.setdefault(tuple(context), [Row(list(context))])
-        if rows[-1].options and rows[-1].length + len(continuation) > max_length:
-            rows.append(Row(list(context)))
-        rows[-1].options.append((index, continuation))
-    return [row for rows in by_context.values() for row in rows]
 
 
 def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
@@ -150,50 +124,6 @@ def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
             lines.append((length, [row]))
             free.append(length - row.length)
     return lines
-
-
-@dataclass
-class LineArrays:
-    """What one line (or one row) puts into the batch: its tokens with their positions,
-    question (group) and block (segment: 0 = context, k = option k) ids, and for every
-    scored position the token it predicts and the request that owns it."""
-
-    tokens: list[int] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)
-    groups: list[int] = field(default_factory=list)
-    segments: list[int] = field(default_factory=list)
-    pred: list[int] = field(default_factory=list)  # positions whose next-token distribution is scored
-    targets: list[int] = field(default_factory=list)
-    owners: list[int] = field(default_factory=list)
-
-
-def _line_arrays(line: list[Row]) -> LineArrays:
-    """The rows of a line back to back."""
-    out = LineArrays()
-    for group, row in enumerate(line):
-        arrays = _row_arrays(row)
-        offset = len(out.tokens)
-        out.tokens += arrays.tokens
-        out.positions += arrays.positions
-        out.groups += [group] * len(arrays.tokens)
-        out.segments += arrays.segments
-        out.pred += [p + offset for p in arrays.pred]
-        out.targets += arrays.targets
-        out.owners += arrays.owners
-    return out
-
-
-def _row_arrays(row: Row) -> LineArrays:
-    out = LineArrays(list(row.context), list(range(len(row.context))), [], [0] * len(row.context))
-    for block, (owner, option) in enumerate(row.options, start=1):
-        start = len(out.tokens)
-        out.tokens += option
-        out.positions += range(len(row.context), len(row.context) + len(option))
-        out.segments += [block] * len(option)
-        out.pred += [len(row.context) - 1] + list(range(start, start + len(option) - 1))
-        out.targets += option
-        out.owners += [owner] * len(option)
-    return out
 
 
 def _split_tail(batch: list, devices: int) -> list[list]:
@@ -241,11 +171,11 @@ class Scorer:
         """Requests already split into (context, continuation) token ids: for callers that draw
         the boundary themselves (lm-eval's backend, rolling perplexity windows)."""
         start = time.time()
-        cut = sum(1 for context, continuation in pairs if continuation and len(context) + len(continuation) > self.max_length)
+        cut = sum(1 for c, k in pairs if k and len(c) + len(k) > self.max_length + 1)
         if cut:
             self.stats.truncated += cut
             warn_once(self, "truncated", f"{cut} of {len(pairs)} scoring requests are longer than {self.max_length} tokens "
-                      "(the model's limit): their contexts are cut from the left; results.json counts them "
+                      "(the model's limit) and a target: their contexts are cut from the left; results.json counts them "
                       "(engine.scoring.truncated, and per task)")
         unique, first = unique_pairs([fit(c, k, self.max_length) for c, k in pairs])
         logprob = np.zeros(len(unique), np.float64)
@@ -255,13 +185,16 @@ class Scorer:
             self.stats.tokens_computed += len(prefix)
             suffixes = [(unique[i][0][len(prefix):], unique[i][1]) for i in members]
             room = self.max_length - len(prefix)
-            rows = pack_rows(suffixes, room, members)
+            rows = radix_rows(suffixes, room, members)
             rows = [rows[i] for i in split_for_process(len(rows))]
             for length, batch in self._batches(fill_lines(rows, room)):
-                self.stats.prefix_tokens_reused += len(prefix) * sum(map(len, batch))
+                requests = [m for line in batch for row in line for m in row.members]
+                self.stats.prefix_tokens_reused += len(prefix) * len(requests)
+                self.stats.tokens_alone += sum(len(prefix) + len(m.inputs) for m in requests)
+                self.stats.tokens_shared += sum(m.shared for m in requests)
                 self._run(batch, length, logprob, not_greedy, cache)
                 if progress:
-                    progress(sum(len(r.options) for line in batch for r in line))
+                    progress(len(requests))
         logprob, not_greedy = sum_over_processes(logprob)[first], sum_over_processes(not_greedy)[first]
         self.stats.requests += len(pairs)
         self.stats.duplicates += len(pairs) - len(unique)
@@ -299,37 +232,43 @@ class Scorer:
         rows_per_device = rows // devices
         tokens = np.zeros((rows, length), np.int32)
         positions = np.zeros((rows, length), np.int32)
-        groups = np.full((rows, length), -1, np.int32)
-        segments = np.zeros((rows, length), np.int32)
-        capacity = -(-rows_per_device * length // HEAD_CHUNK) * HEAD_CHUNK  # the head takes HEAD_CHUNK at a time
+        ends = np.zeros((rows, length), np.int32)
+        lines = [LineArrays.of(line) for line in batch]
+        count = np.zeros(devices, np.int32)
+        for b, arrays in enumerate(lines):
+            count[b // rows_per_device] += len(arrays.pred)
+        # the head takes HEAD_CHUNK positions at a time; a branching token predicts one target per
+        # branch, so a line may score more positions than it has tokens (then twice the room)
+        capacity = -(-rows_per_device * length // HEAD_CHUNK) * HEAD_CHUNK
+        while capacity < count.max():
+            capacity *= 2
         where = np.zeros((devices, capacity), np.int32)
         targets = np.zeros((devices, capacity), np.int32)
-        count = np.zeros(devices, np.int32)
-        owners = [[] for _ in range(devices)]
-        for b, line in enumerate(batch):
-            arrays = _line_arrays(line)
+        entry_of, owner_of = [[] for _ in range(devices)], [[] for _ in range(devices)]
+        filled = np.zeros(devices, np.int32)
+        for b, arrays in enumerate(lines):
             n = len(arrays.tokens)
-            tokens[b, :n], positions[b, :n] = arrays.tokens, arrays.positions
-            groups[b, :n], segments[b, :n] = arrays.groups, arrays.segments
+            tokens[b, :n], positions[b, :n], ends[b, :n] = arrays.tokens, arrays.positions, arrays.ends
             d, local = divmod(b, rows_per_device)
-            k, m = count[d], len(arrays.pred)
+            k, m = filled[d], len(arrays.pred)
             where[d, k: k + m] = np.asarray(arrays.pred) + local * length  # position in the device's flattened lines
             targets[d, k: k + m] = arrays.targets
-            owners[d] += arrays.owners
-            count[d] += m
+            entry_of[d] += [k + e for e in arrays.entry_of]
+            owner_of[d] += arrays.owner_of
+            filled[d] += m
         self.stats.lines += len(batch)
         self.stats.questions += sum(map(len, batch))
         self.stats.tokens_computed += sum(r.length for line in batch for r in line)
         self.stats.tokens_padded += rows * length
-        arrays = shard_batch(tokens, positions, groups, segments, where, targets, count)
+        arrays = shard_batch(tokens, positions, ends, where, targets, count)
         if prefix is None:
-            self.stats.compiles.see("score", rows, length)
+            self.stats.compiles.see("score", rows, length, capacity)
             token_logp, greedy = score_lines(self.params, *arrays, config=self.model.config, dtype=self.model.dtype)
         else:
-            self.stats.compiles.see("score-after-prefix", rows, length, prefix_slots(prefix))
+            self.stats.compiles.see("score-after-prefix", rows, length, capacity, prefix_slots(prefix))
             token_logp, greedy = score_lines_after_prefix(self.params, prefix, *arrays, config=self.model.config,
                                                           dtype=self.model.dtype)
         token_logp, greedy = np.asarray(token_logp), np.asarray(greedy)
         for d in range(devices):
-            np.add.at(logprob, owners[d], token_logp[d, :count[d]])
-            np.add.at(not_greedy, owners[d], ~greedy[d, :count[d]])
+            np.add.at(logprob, owner_of[d], token_logp[d, entry_of[d]])
+            np.add.at(not_greedy, owner_of[d], ~greedy[d, entry_of[d]])

@@ -88,20 +88,14 @@ class BabelevalLM(TemplateLM):
 
     @functools.cached_property
     def scorer(self) -> Scorer:
-        """A request keeps max_length + 1 tokens (its last token is only a target)."""
-        return Scorer(self.model, max_length=self.max_length + 1, batch_size=self.batch_size,
+        """A request keeps max_length + 1 tokens (its last token is only a target), as HFLM."""
+        return Scorer(self.model, max_length=self.max_length, batch_size=self.batch_size,
                       share_prefixes=self.share_prefixes, mesh=self.mesh)
 
     @functools.cached_property
     def generator(self) -> ExactGenerator:
         return ExactGenerator(self.model, self.tok_encode, max_length=self.max_length, batch_size=self.batch_size,
                               share_prefixes=self.share_prefixes, mesh=self.mesh)
-
-    @property
-    def window_length(self) -> int:
-        """HFLM's window is max_length tokens plus its target; at the model's own limit that one
-        more token does not fit, and windows are drawn one token shorter."""
-        return min(self.max_length, self.scorer.max_length - 1)
 
     # -- tokenisation, as HFLM ------------------------------------------------------------
     @property
@@ -168,7 +162,7 @@ class BabelevalLM(TemplateLM):
         for k, (text,) in enumerate(req.args for req in requests):
             for context, continuation in map(make_disjoint_window, get_rolling_token_windows(
                     token_list=self.tok_encode(text), prefix_token=self.prefix_token_id,
-                    max_seq_len=self.window_length, context_len=1)):
+                    max_seq_len=self.max_length, context_len=1)):
                 windows.append((None, context, continuation))
                 owners.append(k)
         totals = [0.0] * len(requests)
