@@ -1,14 +1,21 @@
 """Run real tasks on several (data, model) meshes of this process's devices (1x1 first: the
 1-device reference) and write per mesh what tests/test_mesh.py compares: per-option
 log-probs and chosen options (XCOPA-sw, 5-shot SIB-200 in MILU's prompt), greedy XQuAD-hi
-continuations, sentence embeddings (all-MiniLM-L6-v2, L2-normed), and where the weights
-went (from the arrays' own shards).
+continuations, sentence embeddings (all-MiniLM-L6-v2, L2-normed), where the weights went
+(from the arrays' own shards), the KV caches generation built (their shards' shapes) and the
+process's peak RSS.
 
   python mesh_worker.py OUT DATA MODEL MESHES [PARTS [PROCESS PROCESSES PORT]]
   MESHES: 1x1,4x2,... (data x model; 8x1:xcopa-sw+embed runs only those parts on that mesh);
-  PARTS: any of xcopa-sw, sib200-milu, generate, embed"""
+  PARTS: any of xcopa-sw, sib200-milu, generate (XQuAD-hi, shared prompt prefixes prefilled
+  once), generate-plain (the same without: on 8 data shards the prefix table is 8 rows, one
+  prefix and 7 padding, on each of the 8 devices: 4.5 GB of SmolLM2 keys and values), embed,
+  tiny (a random byte-level decoder with 4 KV heads generating: split over model=2 and 4, whole
+  over 8)"""
+import contextlib
 import dataclasses
 import json
+import resource
 import sys
 from pathlib import Path
 
@@ -34,6 +41,59 @@ def _placement(engine) -> dict:
             "total_bytes": sum(x.nbytes for x in leaves)}
 
 
+def _shards(cache) -> dict:
+    """A per-layer KV cache's global shapes and the shapes of the shards of all its k, v arrays."""
+    import jax
+
+    leaves = jax.tree.leaves(cache)
+    return {"shapes": sorted({tuple(x.shape) for x in leaves}), "devices": sorted({len(x.addressable_shards) for x in leaves}),
+            "shards": sorted({tuple(s.data.shape) for x in leaves for s in x.addressable_shards})}
+
+
+@contextlib.contextmanager
+def kv_caches():
+    """Records the KV caches the Generator builds: every decode cache (join_batches' output, what
+    the decode loop runs on) and every shared-prefix table (prefix_table's, placed by place_kv)."""
+    from babeleval.engine import generate
+
+    seen = {"decode": [], "prefix": []}
+    join, table = generate.join_batches, generate.prefix_table
+
+    def joined(*args, **kwargs):
+        first, cache = join(*args, **kwargs)
+        seen["decode"].append(_shards(cache))
+        return first, cache
+
+    def tabled(*args, **kwargs):
+        out = table(*args, **kwargs)
+        seen["prefix"].append(_shards(out))
+        return out
+
+    generate.join_batches, generate.prefix_table = joined, tabled
+    try:
+        yield seen
+    finally:
+        generate.join_batches, generate.prefix_table = join, table
+
+
+def tiny_decoder():
+    """A random byte-level decoder whose 4 KV heads (8 query heads) divide model=2 and 4, not 8."""
+    import jax
+    import jax.numpy as jnp
+
+    from babeleval.loading import LoadedModel
+    from babeleval.loading.tokenizer import ByteTokenizer
+    from babeleval.models import init_params
+    from babeleval.models.bytelm import bytelm_config
+
+    config = dataclasses.replace(bytelm_config(layers=2, hidden=64, heads=8, context=256), num_kv_heads=4)
+    return LoadedModel(config, init_params(config, jax.random.PRNGKey(0)), ByteTokenizer(), jnp.float32, "tiny-kv4")
+
+
+TINY_PREFIX = "A paragraph that several questions share, long enough to be cached once: "  # >= 32 bytes
+TINY_PROMPTS = [TINY_PREFIX + q for q in ("who?", "where was it?", "when did it happen?")] + ["on its own"]
+
+
 def main(out: str, data: str, model_name: str, meshes: str, parts: str = "xcopa-sw,sib200-milu,generate,embed") -> None:
     import jax
 
@@ -45,7 +105,7 @@ def main(out: str, data: str, model_name: str, meshes: str, parts: str = "xcopa-
     from babeleval.engine.generate import Generator
     from babeleval.engine.scoring import Scorer
     from babeleval.loading import load_model
-    from babeleval.requests import Embed
+    from babeleval.requests import Embed, Generate
 
     data, parts = Path(data), parts.split(",")
     model = load_model(model_name)
@@ -54,6 +114,7 @@ def main(out: str, data: str, model_name: str, meshes: str, parts: str = "xcopa-
     prompts = [dataclasses.replace(r, max_new_tokens=6) for r in xquad.kind.requests(xquad.items)]
     texts = [q.context for q in _unit("xcopa-sw", "sw", data, 8).items]
     encoder = load_model("all-minilm-l6-v2") if "embed" in parts else None
+    tiny = tiny_decoder() if "tiny" in parts else None
     results = {}
     for spec in meshes.split(","):
         spec, _, only = spec.partition(":")
@@ -62,10 +123,20 @@ def main(out: str, data: str, model_name: str, meshes: str, parts: str = "xcopa-
         entry = {"placement": _placement(scorer)}
         for name, unit in ((n, u) for n, u in scoring.items() if n in wanted):
             entry[name] = [r.logprob for r in scorer.loglikelihood(unit.kind.requests(unit.items))]
-        if "generate" in wanted:
-            entry["xquad-hi"] = Generator(model, mesh=mesh).generate(prompts)
+        with kv_caches() as kv:
+            if "generate" in wanted:
+                entry["xquad-hi"] = Generator(model, mesh=mesh).generate(prompts)
+            if "generate-plain" in wanted:
+                entry["xquad-hi-plain"] = Generator(model, mesh=mesh, share_prefixes=False).generate(prompts)
+        entry["kv"] = {"xquad-hi": kv}
+        if "tiny" in wanted:
+            with kv_caches() as kv:
+                done = Generator(tiny, mesh=mesh).generate_results([Generate(p, max_new_tokens=12) for p in TINY_PROMPTS])
+            entry["tiny"] = [[r.text, r.stop_reason, r.new_tokens] for r in done]
+            entry["kv"]["tiny"] = kv
         if "embed" in wanted:
             entry["embed"] = Embedder(encoder, mesh=mesh).embed([Embed(t) for t in texts]).tolist()
+        entry["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # this process's, so far
         results[spec] = entry
         del scorer  # 8 devices x 0.5 GB of replicated weights: one mesh's copy at a time
         jax.clear_caches()  # and its compiled programs (no other mesh runs them)

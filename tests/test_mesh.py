@@ -3,7 +3,9 @@ meshes 8x1, 4x2, 2x4 and 1x8 give the 1-device results on real XCOPA-sw and 5-sh
 (MILU prompt), greedy XQuAD-hi and embeddings; weights split by the rule table, with the
 tensors whose heads do not divide the model axis (SmolLM2: 9 heads, 3 KV heads; Gemma 3
 270M: 4 heads, 1 KV head) held whole, counted; bytes per device read from the arrays'
-shards. A run on a (2, 2) mesh from the CLI, killed and resumed, equals an uninterrupted
+shards; generation's KV caches (decode caches, prefix tables) split by KV heads along model
+where they divide it (a random decoder's 4 KV heads over 2 and 4, whole over 8; SmolLM2's 3:
+never), from their shards too. A run on a (2, 2) mesh from the CLI, killed and resumed, equals an uninterrupted
 1-device run; two jax.distributed processes x 2 devices with data=2,model=2 equal one process."""
 import json
 import os
@@ -20,15 +22,20 @@ from test_kill_resume import WORKER as KILL_WORKER, complete_records, task_resul
 pytestmark = pytest.mark.slow
 WORKER = Path(__file__).parent / "mesh_worker.py"
 MESHES = ("8x1", "4x2", "2x4", "1x8")
-# 8x1 generates nothing: XQuAD-hi generation on 8 data shards peaked at 11 GB of host memory
-# here (not investigated yet); the data-parallel generation path is tests/test_devices.py's
-RUNS = ("1x1", "8x1:xcopa-sw+sib200-milu+embed", "4x2", "2x4", "1x8")
+PARTS = "xcopa-sw,sib200-milu,generate,embed,tiny"
+# 8x1 generates XQuAD-hi without shared prefixes (generate-plain), as 1x1 does too: with them the
+# worker peaked at 11.7 GB, 4.5 GB of it the prefix table (one 1,216-token prefix padded to a row
+# per data shard, 8 x 1,536 slots, placed whole on each of the 8 devices); without, 7.1 GB in all
+# (4.3 GB of it the 8 copies of the weights). The token and decode budgets change nothing there:
+# two prompts make one row per data shard whatever they are.
+RUNS = ("1x1:" + PARTS.replace(",", "+") + "+generate-plain", "8x1:xcopa-sw+sib200-milu+generate-plain+embed+tiny",
+        "4x2", "2x4", "1x8")
 
 
 def _worker(out: Path, data: Path, model: str, meshes, parts=None, devices=8, process=None):
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
     args = [sys.executable, str(WORKER), str(out), str(data), model, ",".join(meshes)]
-    args += [parts or "xcopa-sw,sib200-milu,generate,embed"] + [str(x) for x in process or ()]
+    args += [parts or PARTS] + [str(x) for x in process or ()]
     return subprocess.Popen(args, env=env)
 
 
@@ -69,9 +76,45 @@ def test_every_mesh_gives_the_one_device_results(smollm2, mesh):
     reference, result = smollm2["meshes"]["1x1"], smollm2["meshes"][mesh]
     assert sum(smollm2["options"]["sib200-milu"]) == 21 and len(smollm2["options"]["xcopa-sw"]) == 8
     assert_same_scores(result, reference, smollm2["options"])
-    if mesh != "8x1":
-        assert result["xquad-hi"] == reference["xquad-hi"] and any(reference["xquad-hi"])
+    assert reference["xquad-hi-plain"] == reference["xquad-hi"] and any(reference["xquad-hi"])  # sharing changes nothing
+    generated = "xquad-hi-plain" if mesh == "8x1" else "xquad-hi"
+    assert result[generated] == reference[generated]
+    assert result["tiny"] == reference["tiny"]  # a decode cache split by KV heads (4x2, 2x4) decodes as one whole
     np.testing.assert_allclose(result["embed"], reference["embed"], atol=1e-5, rtol=0)
+
+
+def test_8x1_generates_within_9_gb(smollm2):
+    """8 data shards, 8 copies of the weights (4.3 GB): the worker's peak RSS, all its parts run."""
+    assert smollm2["meshes"]["8x1"]["peak_rss"] < 9 * 2**30
+
+
+def _kv_split(kv: dict, mesh: str, heads: int) -> bool:
+    """Every KV cache generation built on this mesh (decode caches: rows along data; prefix tables:
+    all rows on every data shard) holds heads/model KV heads per device where model divides heads,
+    all of them where it does not (returns False there: a fallback). From addressable_shards."""
+    data, model = (int(x) for x in mesh.split("x"))
+    per = heads // model if heads % model == 0 else heads
+    assert kv["decode"]
+    for kind, caches in kv.items():
+        for cache in caches:
+            (shape,) = cache["shapes"]  # every layer's k and v alike
+            assert shape[1] == heads and cache["devices"] == [data * model]
+            rows = shape[0] // data if kind == "decode" else shape[0]
+            assert cache["shards"] == [[rows, per, *shape[2:]]], (mesh, kind)
+    return per < heads
+
+
+def test_generation_kv_cache_split_by_kv_heads_where_they_divide_the_model_axis(smollm2):
+    split, fallback = {"tiny": [], "xquad-hi": []}, {"tiny": [], "xquad-hi": []}
+    for mesh, entry in smollm2["meshes"].items():
+        for name, heads in (("tiny", 4), ("xquad-hi", 3)):  # a random decoder's 4 KV heads; SmolLM2's 3
+            if _kv_split(entry["kv"][name], mesh, heads):
+                split[name].append(mesh)
+            elif not mesh.endswith("x1"):
+                fallback[name].append(mesh)
+        assert entry["kv"]["tiny"]["prefix"]  # its shared prefix's table too
+    assert split == {"tiny": ["4x2", "2x4"], "xquad-hi": []}
+    assert fallback == {"tiny": ["1x8"], "xquad-hi": ["4x2", "2x4", "1x8"]}  # counted
 
 
 def _assert_split_as_ruled(placement: dict, model: int, fallbacks: int) -> None:
