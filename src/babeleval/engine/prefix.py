@@ -159,7 +159,7 @@ def _computed(params, prefixes: list[tuple], slots: int, model, stats):
 
 def prefix_table(params, prefixes: list[tuple], slots: int, model, stats):
     """Every prefix's keys and values in `slots` slots, stacked (per layer k, v [K, Hkv, slots, D],
-    K >= len(prefixes), row k prefix k) on every device: computed one prefix per device at a time,
+    row k prefix k) on every device: computed one prefix per device at a time,
     each device's worth in its own prefix_bucket (a 900-token prefix is not computed in the
     1,536 slots of the group's longest), so the program is keyed by that bucket alone."""
     devices = data_shards()
@@ -167,14 +167,16 @@ def prefix_table(params, prefixes: list[tuple], slots: int, model, stats):
     for start in range(0, len(prefixes), devices):
         chunk = prefixes[start: start + devices]
         chunks.append(_computed(params, chunk, prefix_bucket(max(map(len, chunk))), model, stats))
-    return place_kv(_stacked(tuple(chunks), slots))
+    return place_kv(_stacked(tuple(chunks), slots, len(prefixes)))
 
 
-@partial(jax.jit, static_argnames=("slots",))
-def _stacked(chunks, slots: int):
-    """The chunks' rows in one table, each padded with empty slots to `slots`."""
+@partial(jax.jit, static_argnames=("slots", "rows"))
+def _stacked(chunks, slots: int, rows: int):
+    """The chunks' first `rows` rows (the prefixes, not the padding rows that filled the last
+    chunk's devices: the table goes whole to every device) in one table, each padded with empty
+    slots to `slots`."""
     pad = lambda a: jnp.pad(a, ((0, 0), (0, 0), (0, slots - a.shape[2]), (0, 0)))
-    return jax.tree.map(lambda *parts: jnp.concatenate([pad(a) for a in parts]), *chunks)
+    return jax.tree.map(lambda *parts: jnp.concatenate([pad(a) for a in parts])[:rows], *chunks)
 
 
 @jax.jit
