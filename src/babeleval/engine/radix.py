@@ -13,7 +13,8 @@ inside a shared prefix too, by its parent's hidden state; a (parent, target) pai
 requests score is projected once and added to each.
 
 When a request joins its predecessor's row (joins): it must share MIN_SHARED tokens, and
-- the whole context of both (the options of one question), up to the line limit, as before; or
+- the whole context of both, of MIN_SHARED tokens or more (the options of one question), up to
+  the line limit, as before; or
 - at least a quarter of its own tokens, while the row stays within ROW_LIMIT tokens: the line
   a row needs grows with it, and attention cost grows with the line (on SmolLM2 a 512-token
   line spends ~15% of its FLOPs on attention, a 128-token line ~4%), so a merge must save more
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MIN_SHARED = 2  # tokens: BOS alone (every empty-context request has it) is not a reason to join
+SHARE_FRACTION = 4  # requests of different contexts join when they share 1/4 of their tokens
 ROW_LIMIT = 512  # tokens a row of different contexts may grow to
 
 
@@ -118,8 +120,8 @@ def joins(row: Row, previous: Member, member: Member, shared: int, max_length: i
     grown = row.length + len(member.inputs) - shared
     if shared < MIN_SHARED or grown > max_length:
         return False
-    same_context = shared >= max(previous.context, member.context)
-    return same_context or (4 * shared >= len(member.inputs) and grown <= ROW_LIMIT)
+    same_context = min(previous.context, member.context) >= MIN_SHARED and shared >= max(previous.context, member.context)
+    return same_context or (SHARE_FRACTION * shared >= len(member.inputs) and grown <= ROW_LIMIT)
 
 
 def radix_rows(pairs, max_length: int, owners=None) -> list[Row]:
