@@ -6,6 +6,8 @@ prompt at a time (no padding, the simplest peer) on every SAMPLE_EVERY-th of the
 extrapolated from that sample by prompt tokens. Outputs must be identical on the sample.
 
 QUESTIONS=1190 SAMPLE_EVERY=10 python bench/xquad_generation.py
+ONE_PER_PARAGRAPH=1 QUESTIONS=1190 SAMPLE_EVERY=4 python bench/xquad_generation.py   (prompts sharing nothing:
+the first question of each of the 240 paragraphs among the first QUESTIONS)
 """
 import os
 import tempfile
@@ -28,7 +30,10 @@ N = int(os.environ.get("QUESTIONS", "1190"))
 EVERY = int(os.environ.get("SAMPLE_EVERY", "10"))
 
 unit = prepare_task(find_task("xquad-hi"), SHARED, N)[0]
-requests = unit.kind.requests(unit.items)
+items = unit.items
+if os.environ.get("ONE_PER_PARAGRAPH"):
+    items = list({item.context.split("\nQuestion:")[0]: item for item in reversed(items)}.values())[::-1]
+requests = unit.kind.requests(items)
 model = ours("smollm2-135m")
 start = time.perf_counter()
 generator = Generator(model)
