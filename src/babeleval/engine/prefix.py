@@ -20,17 +20,10 @@ from ..models import build_module
 from ..models.decoder import empty_cache
 from .buckets import length_bucket, padded_rows
 from .devices import data_shards, per_device, place_kv, replicate, shard_batch
+from .radix import common_length
 
 MIN_PREFIX = 32  # a 49-54 token instruction header (ProverbEval t1 on SIB-200 with SmolLM2's tokenizer) pays
 STEP = 16
-
-
-def _common(a: tuple, b: tuple) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def shared_prefixes(contexts: list[list[int]], min_prefix: int = MIN_PREFIX, step: int = STEP) -> dict[int, int]:
@@ -52,7 +45,7 @@ def shared_prefixes(contexts: list[list[int]], min_prefix: int = MIN_PREFIX, ste
 
     run, shared = [], 0
     for context in distinct:
-        common = _common(run[0], context) if run else 0
+        common = common_length(run[0], context) if run else 0
         if run and common >= min_prefix:
             run.append(context)
             shared = common

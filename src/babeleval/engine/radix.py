@@ -108,7 +108,8 @@ def members(pairs, owners=None) -> list[Member]:
     return out
 
 
-def _common(a: tuple, b: tuple) -> int:
+def common_length(a: tuple, b: tuple) -> int:
+    """The length of the longest common prefix of two token sequences."""
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -131,7 +132,7 @@ def radix_rows(pairs, max_length: int, owners=None) -> list[Row]:
     rows: list[Row] = []
     previous = None
     for member in members(pairs, owners):
-        shared = _common(previous.inputs, member.inputs) if previous else 0
+        shared = common_length(previous.inputs, member.inputs) if previous else 0
         if previous is not None and joins(rows[-1], previous, member, shared, max_length):
             member.shared = shared
         else:
