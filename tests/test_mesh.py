@@ -25,8 +25,8 @@ MESHES = ("8x1", "4x2", "2x4", "1x8")
 PARTS = "xcopa-sw,sib200-milu,generate,embed,tiny"
 # 8x1 once peaked at 11.7 GB, 4.5 GB of it the prefix table: one 1,216-token prefix padded to a
 # row per data shard (8 x 1,536 slots), placed whole on each of the 8 devices; the table now holds
-# its prefixes only (engine/prefix.py::prefix_table). Without shared prefixes 8x1 took 7.1 GB in
-# all (4.3 GB of it the 8 copies of the weights): test_8x1_generates_within_9_gb.
+# its prefixes only (engine/prefix.py::prefix_table): 8.8 GiB with a cold compilation cache (7.1 GiB
+# without shared prefixes; 4.3 GB of it the 8 copies of the weights): test_8x1_generates_within_10_gb.
 RUNS = ("1x1:" + PARTS.replace(",", "+") + "+generate-plain", "8x1", "4x2", "2x4", "1x8")
 
 
@@ -80,9 +80,9 @@ def test_every_mesh_gives_the_one_device_results(smollm2, mesh):
     np.testing.assert_allclose(result["embed"], reference["embed"], atol=1e-5, rtol=0)
 
 
-def test_8x1_generates_within_9_gb(smollm2):
+def test_8x1_generates_within_10_gb(smollm2):
     """8 data shards, 8 copies of the weights (4.3 GB): the worker's peak RSS, all its parts run."""
-    assert smollm2["meshes"]["8x1"]["peak_rss"] < 9 * 2**30
+    assert smollm2["meshes"]["8x1"]["peak_rss"] < 10 * 2**30  # 11.7 GB while the prefix table was padded
 
 
 def _kv_split(kv: dict, mesh: str, heads: int) -> bool:
