@@ -8,8 +8,8 @@ process's peak RSS.
   python mesh_worker.py OUT DATA MODEL MESHES [PARTS [PROCESS PROCESSES PORT]]
   MESHES: 1x1,4x2,... (data x model; 8x1:xcopa-sw+embed runs only those parts on that mesh);
   PARTS: any of xcopa-sw, sib200-milu, generate (XQuAD-hi, shared prompt prefixes prefilled
-  once), generate-plain (the same without: on 8 data shards the prefix table is 8 rows, one
-  prefix and 7 padding, on each of the 8 devices: 4.5 GB of SmolLM2 keys and values), embed,
+  once), generate-plain (the same without shared prefixes: the 1-device reference shows
+  sharing changes no output), embed,
   tiny (a random byte-level decoder with 4 KV heads generating: split over model=2 and 4, whole
   over 8)"""
 import contextlib

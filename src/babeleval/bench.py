@@ -81,7 +81,8 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
         out["scoring"] = {"requests": len(scoring), "seconds_first_call": round(cold, 2), "seconds": round(warm, 2),
                           "compile_seconds": round(max(cold - warm, 0.0), 2), "requests_per_second": len(scoring) / warm,
                           "tokens_computed": s.tokens_computed, "tokens_without_sharing": s.tokens_alone,
-                          "sharing_saves": 1 - s.tokens_computed / s.tokens_alone, "tokens_shared_in_rows": s.tokens_shared, "tokens_padded": s.tokens_padded,
+                          "sharing_saves": 1 - s.tokens_computed / s.tokens_alone, "tokens_shared_in_rows": s.tokens_shared,
+                          "tokens_padded": s.tokens_padded,
                           "duplicates": s.duplicates, "prefixes": s.prefixes, "prefix_tokens": s.prefix_tokens,
                           "prefix_tokens_reused": s.prefix_tokens_reused, "tokens_per_second": s.tokens_computed / warm,
                           "mfu": 2 * model.num_params * s.tokens_computed / warm / peak}
