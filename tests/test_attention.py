@@ -77,3 +77,20 @@ def test_one_query_decode_step_equals_plain_softmax(softcap, with_bias):
     want = plain_attention(q, k, v, jnp.asarray(mask), 0.25, softcap, bias)
     got = attend(q, k, v, jnp.asarray(mask), 0.25, softcap, bias, causal=True)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)
+
+
+@pytest.mark.parametrize("t", [1100, 2100])
+def test_prompts_packed_in_one_line_equal_plain_softmax(t):
+    """A line of three prompts (block-diagonal causal mask, as a packed prefill's): a query chunk's
+    loop starts at the first key block its prompt reaches, past the earlier prompts' blocks."""
+    rng = np.random.default_rng(t)
+    h, hkv, d = 6, 2, 16
+    q = jnp.asarray(rng.normal(size=(1, t, h, d)), jnp.float32)
+    k = jnp.asarray(rng.normal(size=(1, hkv, t, d)), jnp.float32)
+    v = jnp.asarray(rng.normal(size=(1, hkv, t, d)), jnp.float32)
+    ends = np.repeat([t // 5, 3 * t // 5, t], [t // 5, 3 * t // 5 - t // 5, t - 3 * t // 5])
+    idx = np.arange(t)
+    mask = jnp.asarray(((idx[:, None] >= idx[None, :]) & (idx[:, None] < ends[None, :]))[None])
+    want = plain_attention(q, k, v, mask, 0.25, None, None)
+    got = attend(q, k, v, mask, 0.25, causal=True)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)

@@ -195,6 +195,8 @@ def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offse
     fori_loop over the key blocks up to its own end (offset + chunk end), so the masked upper
     triangle is still skipped but the program no longer grows with the input (unrolled, a
     3,300-token prefill had ~90 chunk x block products per layer and compiled for minutes).
+    A chunk's loop also starts at the first block any of its queries sees, so the prompts of a
+    packed line (a block-diagonal mask) cost what they cost alone, not what the line costs.
     Queries and keys are padded to whole chunks and blocks (padded keys masked out)."""
     b, t, h, d = q.shape
     hkv, s = k.shape[1], k.shape[2]
@@ -227,9 +229,10 @@ def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offse
             return new_top, total * carry + probs.sum(axis=-1, keepdims=True), out * carry + values
 
         blocks = jnp.minimum((offset + start + chunk + block - 1) // block, sp // block)
+        first = jnp.argmax(mi.any(axis=(0, 1))) // block  # blocks no query of the chunk sees are skipped
         state = (jnp.full((b, hkv, g * chunk, 1), NEG_INF, jnp.float32), jnp.zeros((b, hkv, g * chunk, 1), jnp.float32),
                  jnp.zeros((b, hkv, g * chunk, d), jnp.float32))
-        _, total, out = jax.lax.fori_loop(0, blocks, key_block, state)
+        _, total, out = jax.lax.fori_loop(first, blocks, key_block, state)
         return (out / total).astype(v.dtype).reshape(b, hkv, g, chunk, d)
 
     outs = jax.lax.map(one_chunk, jnp.arange(tp // chunk))  # [n, B, Hkv, G, C, D]
