@@ -129,6 +129,9 @@ def decode_row_order(batch_rows: list[int], devices: int) -> list[tuple[int, int
             for b, rows in enumerate(batch_rows) for r in range(rows // devices)]
 
 
+MIN_REUSED = 256  # prompt tokens a shared prefix must save to be prefilled apart (generation: it costs a
+# prefix program, a prefill after it and a decode group of its own; two prompts sharing a 32-token
+# opening do not pay for that)
 WINDOW_GROUPS = 4  # a packed-prefill window holds up to 4 x decode_budget cache slots: packing many prompts
 # together wastes little of the lines (XQuAD-hi's 76 one-question prompts: 2% padding over all of them,
 # 21% packed one decode group at a time)
@@ -231,8 +234,9 @@ class Generator:
         stop_ids = np.asarray(stop_token_ids(self.model.tokenizer, tuple(stops)) or (-1,), np.int32)
         stop_ids = np.pad(stop_ids, (0, next_pow2(len(stop_ids)) - len(stop_ids)), constant_values=-1)
         groups = prefix_groups(prompts, self.share_prefixes)
-        alone = [j for prefix, group in groups if not prefix for j in group]
-        shared = [(prefix, group) for prefix, group in groups if prefix]
+        worth = lambda prefix, group: prefix and (len(group) - 1) * len(prefix) >= MIN_REUSED
+        alone = [j for prefix, group in groups if not worth(prefix, group) for j in group]
+        shared = [(prefix, group) for prefix, group in groups if worth(prefix, group)]
         shared_groups = decode_groups(shared, prompts, self.decode_budget, new_bucket, self.batch_size)
         decoded = itertools.chain(self._decode_alone(prompts, alone, new_bucket, stop_ids, max_new),
                                   (([j for j, _ in rows], self._decode_group([prompts[j] for j, _ in rows],
@@ -265,7 +269,7 @@ class Generator:
             members = which[start: start + per_window * rows]
             begin = time.perf_counter()
             slots = window_rows(len(members), rows, per_window, devices)
-            calls = pack_calls([prompts[j] for j in members], slots, per_window * rows // devices, line, held, devices)
+            calls = pack_calls([prompts[j] for j in members], slots, per_window * rows // devices, line, devices)
             first = shard_batch(np.zeros(per_window * rows, np.int32))[0]
             self.stats.compiles.see("window", per_window * rows, held + new_bucket)
             cache = empty_window(first, held + new_bucket, config=config, dtype=dtype)
@@ -273,12 +277,13 @@ class Generator:
                 self.stats.compiles.see("prefill-lines", devices, line, per_window * rows, held + new_bucket)
                 self.stats.prefill_slots += call.tokens.size
                 first, cache = prefill_lines(self.params, cache, first, *shard_batch(
-                    call.tokens, call.positions, call.ends, call.row, call.slot, call.last), config=config, dtype=dtype)
+                    call.tokens, call.positions, call.ends, call.prompt_end, call.prompt_row, call.count, call.last),
+                    held=held, config=config, dtype=dtype)
             jax.block_until_ready(first)
             self.stats.prefill_seconds += time.perf_counter() - begin
             for g in range(-(-len(members) // rows)):
                 group = members[g * rows: (g + 1) * rows]
-                length = length_bucket(len(prompts[group[0]]))
+                length = self._decode_length(len(prompts[group[0]]), rows, new_bucket, len(stop_ids), held)
                 valid = np.zeros((rows, length), bool)
                 at = [group_row(k, rows, devices) for k in range(len(group))]
                 for k, j in enumerate(group):
@@ -289,6 +294,15 @@ class Generator:
                 new = self._decode(stop_ids, max_new, first_g, cache_g, valid, new_bucket)
                 self.stats.decode_seconds += time.perf_counter() - begin
                 yield group, [new[r] for r in at]
+
+    def _decode_length(self, longest: int, rows: int, new_bucket: int, stops: int, held: int) -> int:
+        """Prompt slots a decode group of prompts up to `longest` tokens reads: its bucket, or a
+        decode program already compiled for up to 1.5x that (a decode step's attention grows
+        with the slots, but a program costs seconds to compile)."""
+        need = length_bucket(longest)
+        compiled = [shape[2] for shape in self.stats.compiles.shapes
+                    if shape[0] == "decode" and shape[1] == rows and shape[3:] == (new_bucket, stops)]
+        return min([s for s in compiled if need <= s <= min(held, 1.5 * need)], default=need)
 
     def _decode_group(self, prompts: list[list[int]], prefixes: list[tuple], new_bucket: int, stop_ids,
                       max_new) -> list[list[int]]:

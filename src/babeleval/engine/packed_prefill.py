@@ -5,7 +5,7 @@ XQuAD-hi's one-question-per-paragraph prompts to 1.3x their tokens and compiled 
 bucket. Here a window of prompts (the rows of a few decode groups) is packed first-fit
 decreasing into lines of one length, one line per device per call, each prompt attending to
 itself only (scoring.tree_mask; the causal loop skips the key blocks of a line's other prompts),
-and every prompt's keys and values are scattered from its line straight into its row of the
+and every prompt's keys and values are copied from its line straight into its row of the
 window's decode cache (left-padded, the prompt ending at the same slot in every row), with its
 first new token taken at its last position: one program for every call of a run. Each decode
 group then takes its rows, in the slots its own longest prompt needs (take_group).
@@ -32,13 +32,16 @@ from .scoring import tree_mask
 
 @dataclass
 class Call:
-    """One prefill call: a line per device ([devices, line] arrays) and, per window row, the
-    position of its prompt's last token in its device's line (-1: not in this call)."""
+    """One prefill call: a line per device ([devices, line] arrays); per device, where each of
+    its line's prompts ends in the line and its window row ([devices, rows per device], `count`
+    of them real); per window row, its prompt's last position in its device's line (-1: not in
+    this call)."""
     tokens: np.ndarray
     positions: np.ndarray
     ends: np.ndarray
-    row: np.ndarray  # the device's own window row each token's keys go to (rows_per_device: none)
-    slot: np.ndarray  # the cache slot they go to
+    prompt_end: np.ndarray
+    prompt_row: np.ndarray  # the device's own row
+    count: np.ndarray  # [devices]
     last: np.ndarray  # [window rows]
 
 
@@ -63,10 +66,9 @@ def window_rows(count: int, group_rows: int, groups: int, devices: int) -> list[
     return rows
 
 
-def pack_calls(prompts: list[list[int]], rows: list[int], rows_per_device: int, line: int, held: int,
+def pack_calls(prompts: list[list[int]], rows: list[int], rows_per_device: int, line: int,
                devices: int) -> list[Call]:
-    """The calls that prefill `prompts` into window rows `rows` (cache slots: prompt ends at
-    slot `held`): each device packs its own rows' prompts, longest first, into lines of `line`
+    """The calls that prefill `prompts` into window rows `rows`: each device packs its own rows' prompts, longest first, into lines of `line`
     tokens (first fit); call c runs line c of every device."""
     lines = [[] for _ in range(devices)]  # per device: [(room, [(prompt, row)])]
     for prompt, row in sorted(zip(prompts, rows), key=lambda pr: -len(pr[0])):
@@ -79,19 +81,19 @@ def pack_calls(prompts: list[list[int]], rows: list[int], rows_per_device: int, 
             device.append((line - len(prompt), [(prompt, row)]))
     calls = []
     for c in range(max(map(len, lines))):
-        shape = (devices, line)
-        tokens, positions, ends, slot = (np.zeros(shape, np.int32) for _ in range(4))
-        row = np.full(shape, rows_per_device, np.int32)
+        tokens, positions, ends = (np.zeros((devices, line), np.int32) for _ in range(3))
+        prompt_end, prompt_row = (np.zeros((devices, rows_per_device), np.int32) for _ in range(2))
+        count = np.zeros(devices, np.int32)
         last = np.full(devices * rows_per_device, -1, np.int32)
         for d, device in enumerate(lines):
             at = 0
-            for prompt, r in (device[c][1] if c < len(device) else ()):
+            for k, (prompt, r) in enumerate(device[c][1] if c < len(device) else ()):
                 n = len(prompt)
                 tokens[d, at: at + n], positions[d, at: at + n], ends[d, at: at + n] = prompt, np.arange(n), at + n
-                row[d, at: at + n], slot[d, at: at + n] = r - d * rows_per_device, held - n + np.arange(n)
+                prompt_end[d, k], prompt_row[d, k], count[d] = at + n, r - d * rows_per_device, k + 1
                 last[r] = at + n - 1
                 at += n
-        calls.append(Call(tokens, positions, ends, row, slot, last))
+        calls.append(Call(tokens, positions, ends, prompt_end, prompt_row, count, last))
     return calls
 
 
@@ -101,29 +103,37 @@ def empty_window(first, slots: int, config, dtype):
     return constrain_kv(per_device(lambda f: empty_cache(config, f.shape[0], slots, dtype), replicated=0)(first))
 
 
-def _prefill_lines_on_device(params, cache, first, tokens, positions, ends, row, slot, last, config, dtype):
+def _prefill_lines_on_device(params, cache, first, tokens, positions, ends, prompt_end, prompt_row, count, last,
+                             held, config, dtype):
     module = build_module(config, dtype)
     lines, length = tokens.shape
     inputs = attention_inputs(None, positions, tree_mask(ends), None, empty_cache(config, lines, length, dtype))
     hidden, kv = module.apply({"params": params}, tokens, **inputs)
-    rows, slots = row.reshape(-1), slot.reshape(-1)
+    # each prompt's keys and values: the `held` slots ending at its last token (in the line padded
+    # with `held` slots in front) copied into its row's first `held` slots, so it ends at slot held;
+    # the slots before it get whatever preceded it in the line, and no query sees them
+    padded = jax.tree.map(lambda x: jnp.pad(x[0], ((0, 0), (held, 0), (0, 0))), kv)
 
-    def put(window, computed):  # window [R, Hkv, S, D]; computed [lines, Hkv, L, D]
-        values = computed.transpose(0, 2, 1, 3).reshape(-1, *computed.shape[1:2], computed.shape[3])
-        return window.at[rows, :, slots].set(values, mode="drop")
+    def put(k, cache):
+        end, row = prompt_end[0, k], prompt_row[0, k]
+        piece = lambda x: jax.lax.dynamic_slice(x, (0, end, 0), (x.shape[0], held, x.shape[2]))[None]
+        return jax.tree.map(lambda c, x: jax.lax.dynamic_update_slice(c, piece(x).astype(c.dtype), (row, 0, 0, 0)),
+                            cache, padded)
 
-    cache = [{name: put(cache[i][name], layer[name]) for name in ("k", "v")} for i, layer in enumerate(kv)]
+    cache = jax.lax.fori_loop(0, count[0], put, cache)
     picked = hidden.reshape(-1, hidden.shape[-1])[jnp.maximum(last, 0)]
     logits = module.apply({"params": params}, picked, method=Decoder.logits)
     return jnp.where(last >= 0, jnp.argmax(logits, axis=-1).astype(jnp.int32), first), cache
 
 
-@partial(jax.jit, static_argnames=("config", "dtype"), donate_argnames=("cache", "first"))
-def prefill_lines(params, cache, first, tokens, positions, ends, row, slot, last, config, dtype):
-    """One call of pack_calls: the lines' prompts prefilled, their keys and values written into
-    the window cache (donated), every finished prompt's first new token into `first` [rows]."""
-    local = partial(_prefill_lines_on_device, config=config, dtype=dtype)
-    return per_device(local)(params, cache, first, tokens, positions, ends, row, slot, last)
+@partial(jax.jit, static_argnames=("held", "config", "dtype"), donate_argnames=("cache", "first"))
+def prefill_lines(params, cache, first, tokens, positions, ends, prompt_end, prompt_row, count, last, held: int,
+                  config, dtype):
+    """One call of pack_calls (a line per device): the lines' prompts prefilled, their keys and
+    values written into the window cache (donated; each prompt ending at slot `held`), every
+    finished prompt's first new token into `first` [rows]."""
+    local = partial(_prefill_lines_on_device, held=held, config=config, dtype=dtype)
+    return per_device(local)(params, cache, first, tokens, positions, ends, prompt_end, prompt_row, count, last)
 
 
 @partial(jax.jit, static_argnames=("rows", "slots"))
