@@ -44,7 +44,8 @@ prompt_tokens = [len(generator.prompt_tokens(r.context, r.max_new_tokens)) for r
 print(f"babeleval: {len(requests)} prompts ({sum(prompt_tokens):,} prompt tokens, median {int(np.median(prompt_tokens))}, "
       f"max {max(prompt_tokens)}) in {ours_s:.1f} s, {len(requests) / ours_s:.2f} prompts/s; {s.compiles.count} programs; "
       f"{s.prefixes} shared prefixes, {s.prefix_tokens:,} tokens computed once, {s.prefix_tokens_reused:,} not prefilled again; "
-      f"truncated {s.truncated}; prefill {s.prefill_seconds:.0f} s, decode {s.decode_seconds:.0f} s "
+      f"truncated {s.truncated}; prefill {s.prefill_seconds:.0f} s ({s.prefill_slots:,} packed line slots), "
+      f"decode {s.decode_seconds:.0f} s "
       f"({s.decode_row_steps:,} row steps for {s.new_tokens:,} new tokens)", flush=True)
 
 hf = reference("smollm2-135m")

@@ -52,28 +52,31 @@ def _shards(cache) -> dict:
 
 @contextlib.contextmanager
 def kv_caches():
-    """Records the KV caches the Generator builds: every decode cache (join_batches' output, what
-    the decode loop runs on) and every shared-prefix table (prefix_table's, placed by place_kv)."""
+    """Records the KV caches the Generator builds: every decode cache (join_batches' or
+    take_group's output, what the decode loop runs on) and every shared-prefix table
+    (prefix_table's, placed by place_kv)."""
     from babeleval.engine import generate
 
     seen = {"decode": [], "prefix": []}
-    join, table = generate.join_batches, generate.prefix_table
+    join, take, table = generate.join_batches, generate.take_group, generate.prefix_table
 
-    def joined(*args, **kwargs):
-        first, cache = join(*args, **kwargs)
-        seen["decode"].append(_shards(cache))
-        return first, cache
+    def decoded(made):
+        def record(*args, **kwargs):
+            first, cache = made(*args, **kwargs)
+            seen["decode"].append(_shards(cache))
+            return first, cache
+        return record
 
     def tabled(*args, **kwargs):
         out = table(*args, **kwargs)
         seen["prefix"].append(_shards(out))
         return out
 
-    generate.join_batches, generate.prefix_table = joined, tabled
+    generate.join_batches, generate.take_group, generate.prefix_table = decoded(join), decoded(take), tabled
     try:
         yield seen
     finally:
-        generate.join_batches, generate.prefix_table = join, table
+        generate.join_batches, generate.take_group, generate.prefix_table = join, take, table
 
 
 def tiny_decoder():
@@ -90,7 +93,8 @@ def tiny_decoder():
     return LoadedModel(config, init_params(config, jax.random.PRNGKey(0)), ByteTokenizer(), jnp.float32, "tiny-kv4")
 
 
-TINY_PREFIX = "A paragraph that several questions share, long enough to be cached once: "  # >= 32 bytes
+TINY_PREFIX = ("A paragraph that several questions share, long enough to be cached once: its three questions "
+               "save twice its length, past the 256 tokens that make a prefix worth its own programs: ")  # 179 bytes
 TINY_PROMPTS = [TINY_PREFIX + q for q in ("who?", "where was it?", "when did it happen?")] + ["on its own"]
 
 
