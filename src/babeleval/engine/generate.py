@@ -1,7 +1,9 @@
 """Greedy generation with a KV cache, in two jitted programs: a prefill that runs a batch
 of prompts, and a lax.while_loop of single-token decode steps.
 
-Prompts are left-padded (every row's last prompt token sits at the same index). Prefill
+Prompts that share no prefix are prefilled packed in lines (engine/packed_prefill.py) and
+copied into their decode groups' caches; what follows is the path of prompts that continue a
+shared prefix. Prompts are left-padded (every row's last prompt token sits at the same index). Prefill
 batches are sized by a token budget; their caches are then joined into one larger decode
 batch (a decode step reads every weight once whatever the batch, so more rows cost little:
 with 1,400-token prompts four rows fit the prefill budget, sixteen decode together). A row is
