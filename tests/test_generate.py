@@ -66,15 +66,17 @@ def test_batched_equals_one_at_a_time_and_order_is_kept(shared_data, model):
     single = [one.generate([r])[0] for r in requests]
     assert batched == single
     # a small budget: packed lines of 128 tokens (a line per device per call), five 116-token
-    # prompts a line each and the two short ones in the room they leave; decoded four rows together
+    # prompts a line each and the two short ones in the room they leave, all in one window's buffer
+    # (16 lines of room per device); decoded four rows together
     packed = Generator(model, max_length=128, token_budget=200, decode_budget=1024)
     assert packed.generate(requests) == single
     prefills = [shape for shape in packed.stats.compiles.shapes if shape[0].startswith("prefill")]
     decodes = [shape for shape in packed.stats.compiles.shapes if shape[0] == "decode"]
     devices = num_devices()
-    assert prefills == [("prefill-lines", devices, 128, 8, 144)], prefills  # two groups of 4 rows, 128 + 16 slots
-    assert {rows for _, rows, *_ in decodes} == {max(4, devices)}, decodes  # 7 prompts in two decode groups
     lines = {1: 5, 2: 3}.get(devices)  # 2 devices: one holds 3 long prompts and a short one, the other 2 and 1
+    window = max(8, devices * 4)  # two decode groups of 4 rows (or a row per device)
+    assert lines is None or prefills == [("prefill-lines", devices, 128, lines, window)], prefills
+    assert {rows for _, rows, *_ in decodes} == {max(4, devices)}, decodes  # 7 prompts in two decode groups
     assert lines is None or packed.stats.prefill_slots == lines * devices * 128
     assert "Paris" in batched[-1]
 

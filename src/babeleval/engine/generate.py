@@ -36,7 +36,7 @@ from ..runlog import warn_once
 from .prefix import attention_inputs, prefix_bucket, prefix_groups, prefix_rows, prefix_table
 from .buckets import CompileCounter, batch_size_for, length_batches, length_bucket, next_pow2, padded_rows
 from .compile_cache import default_compilation_cache
-from .packed_prefill import empty_window, group_row, pack_calls, prefill_lines, take_group, window_rows
+from .packed_prefill import empty_buffer, group_row, prefill_lines, take_group, window_calls, window_rows, windows
 from .devices import constrain_kv, data_shards, per_device, shard_batch, split_for_process, texts_from_all_processes, using
 from .sharding import kv_bytes_per_token, place_model
 from ..requests import Generate, GenerateResult, cut_at_stop
@@ -134,9 +134,9 @@ def decode_row_order(batch_rows: list[int], devices: int) -> list[tuple[int, int
 MIN_REUSED = 256  # prompt tokens a shared prefix must save to be prefilled apart (generation: it costs a
 # prefix program, a prefill after it and a decode group of its own; two prompts sharing a 32-token
 # opening do not pay for that)
-WINDOW_GROUPS = 4  # a packed-prefill window holds up to 4 x decode_budget cache slots: packing many prompts
-# together wastes little of the lines (XQuAD-hi's 76 one-question prompts: 2% padding over all of them,
-# 21% packed one decode group at a time)
+WINDOW_GROUPS = 4  # a packed-prefill window's buffer holds up to 4 x decode_budget token slots of lines (the
+# memory of 4 decode groups' caches): packing many prompts together wastes little of the lines (XQuAD-hi's
+# 76 one-question prompts: 5.6% padding in one window, 21% packed one decode group at a time)
 
 
 @functools.lru_cache(maxsize=16)
@@ -260,51 +260,58 @@ class Generator:
             return
         devices, config, dtype = data_shards(), self.model.config, self.model.dtype
         which = sorted(which, key=lambda j: -len(prompts[j]))
-        held = length_bucket(len(prompts[which[0]]))  # every row's prompt ends at this slot
+        ordered = [prompts[j] for j in which]
+        held = length_bucket(len(ordered[0]))  # the longest prompt's slots
         rows = self.batch_size or batch_size_for(held + new_bucket, self.decode_budget, devices)
         rows = padded_rows(min(rows, len(which)), devices)
-        groups = -(-len(which) // rows)
-        windows = -(-groups // max(1, WINDOW_GROUPS * self.decode_budget // (rows * (held + new_bucket))))
-        per_window = -(-groups // windows)
         line = max(held, self.token_budget // devices // 2)
-        for start in range(0, len(which), per_window * rows):
-            members = which[start: start + per_window * rows]
+        max_lines = max(1, WINDOW_GROUPS * self.decode_budget // devices // line)
+        packed = windows(list(map(len, ordered)), rows, devices, line, max_lines)
+        lines = max(p.count() for p in packed)  # every window's buffer alike: one program
+        size = rows * max(-(-len(p.members()) // rows) for p in packed)  # window rows
+        buffer = None
+        for window in packed:
+            members = window.members()
             begin = time.perf_counter()
-            slots = window_rows(len(members), rows, per_window, devices)
-            calls = pack_calls([prompts[j] for j in members], slots, per_window * rows // devices, line, devices)
-            first = shard_batch(np.zeros(per_window * rows, np.int32))[0]
-            self.stats.compiles.see("window", per_window * rows, held + new_bucket)
-            cache = empty_window(first, held + new_bucket, config=config, dtype=dtype)
-            for call in calls:
-                self.stats.compiles.see("prefill-lines", devices, line, per_window * rows, held + new_bucket)
+            slots = window_rows(len(members), rows, size // rows, devices)
+            calls, line_of, end_of = window_calls(window, members[0], ordered, slots, size)
+            first = shard_batch(np.zeros(size, np.int32))[0]
+            if buffer is None:
+                self.stats.compiles.see("buffer", lines, line)
+                buffer = empty_buffer(first, lines, line, config=config, dtype=dtype)
+            for c, call in enumerate(calls):
+                self.stats.compiles.see("prefill-lines", devices, line, lines, size)
                 self.stats.prefill_slots += call.tokens.size
-                first, cache = prefill_lines(self.params, cache, first, *shard_batch(
-                    call.tokens, call.positions, call.ends, call.prompt_end, call.prompt_row, call.count, call.last),
-                    held=held, config=config, dtype=dtype)
+                first, buffer = prefill_lines(self.params, jnp.int32(c), buffer, first, *shard_batch(
+                    call.tokens, call.positions, call.ends, call.last), config=config, dtype=dtype)
+            line_of, end_of = shard_batch(line_of, end_of)
             jax.block_until_ready(first)
             self.stats.prefill_seconds += time.perf_counter() - begin
             for g in range(-(-len(members) // rows)):
                 group = members[g * rows: (g + 1) * rows]
-                length = self._decode_length(len(prompts[group[0]]), rows, new_bucket, len(stop_ids), held)
+                length = self._decode_length(len(ordered[group[0]]), rows, new_bucket, len(stop_ids), held)
                 valid = np.zeros((rows, length), bool)
                 at = [group_row(k, rows, devices) for k in range(len(group))]
                 for k, j in enumerate(group):
-                    valid[at[k], length - len(prompts[j]):] = True
+                    valid[at[k], length - len(ordered[j]):] = True
                 begin = time.perf_counter()
-                self.stats.compiles.see("take-group", rows, length + new_bucket)
-                first_g, cache_g = take_group(jnp.int32(g), first, cache, rows=rows // devices, slots=length + new_bucket)
+                self.stats.compiles.see("take-group", rows, length, new_bucket, lines, size)
+                first_g, cache_g = take_group(jnp.int32(g), first, buffer, line_of, end_of, rows=rows // devices,
+                                              length=length, new=new_bucket)
                 new = self._decode(stop_ids, max_new, first_g, cache_g, valid, new_bucket)
                 self.stats.decode_seconds += time.perf_counter() - begin
-                yield group, [new[r] for r in at]
+                yield [which[j] for j in group], [new[r] for r in at]
 
     def _decode_length(self, longest: int, rows: int, new_bucket: int, stops: int, held: int) -> int:
         """Prompt slots a decode group of prompts up to `longest` tokens reads: its bucket, or a
-        decode program already compiled for up to 1.5x that (a decode step's attention grows
-        with the slots, but a program costs seconds to compile)."""
+        decode program (and its take_group) already compiled for up to 2x that: a decode step's
+        attention grows with the slots, but a program costs seconds to compile (SmolLM2-135M on
+        2 CPU cores: ~4.5 s for the pair; a group of 16 rows x 32 steps decoding 640 prompt slots
+        in 1,024 took ~0.4 s more)."""
         need = length_bucket(longest)
         compiled = [shape[2] for shape in self.stats.compiles.shapes
                     if shape[0] == "decode" and shape[1] == rows and shape[3:] == (new_bucket, stops)]
-        return min([s for s in compiled if need <= s <= min(held, 1.5 * need)], default=need)
+        return min([s for s in compiled if need <= s <= min(held, 2 * need)], default=need)
 
     def _decode_group(self, prompts: list[list[int]], prefixes: list[tuple], new_bucket: int, stop_ids,
                       max_new) -> list[list[int]]:

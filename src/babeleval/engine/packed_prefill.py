@@ -2,17 +2,19 @@
 
 Left-padded prefill batches (one per prompt-length bucket, each a compiled program) padded
 XQuAD-hi's one-question-per-paragraph prompts to 1.3x their tokens and compiled a program per
-bucket. Here a window of prompts (the rows of a few decode groups) is packed first-fit
+bucket. Here a window of prompts (the rows of several decode groups) is packed first-fit
 decreasing into lines of one length, one line per device per call, each prompt attending to
-itself only (scoring.tree_mask; the causal loop skips the key blocks of a line's other prompts),
-and every prompt's keys and values are copied from its line straight into its row of the
-window's decode cache (left-padded, the prompt ending at the same slot in every row), with its
-first new token taken at its last position: one program for every call of a run. Each decode
-group then takes its rows, in the slots its own longest prompt needs (take_group).
+itself only (scoring.tree_mask; the causal loop skips the key blocks of a line's other prompts).
+Every call's keys and values stay as computed, packed: call c writes line c of each device's
+window buffer. Each decode group then gathers its rows from the lines (take_group), every
+prompt ending at the group's last prompt slot: one prefill program for every call of a run.
 
-A window's rows are decode groups of prompts of similar length (sorted, longest first); within
-a group prompts are dealt to the devices in turn, and each device packs the prompts of its rows
-only (a device writes only its own rows of the cache).
+A window is bounded by its buffer's lines, not by rows x the longest prompt: the buffer holds
+the prompts' tokens and the lines' padding only (XQuAD-hi's 76 one-question prompts fit one
+window, 5.6% padding; windows of rows x 1,696 slots took two, 19.7%: each window ends in part-
+filled lines). Decode groups are prompts of similar length (sorted, longest first); within a
+group prompts are dealt to the devices in turn, and each device packs the prompts of its rows
+only (a device writes only its own rows).
 """
 from __future__ import annotations
 
@@ -28,21 +30,6 @@ from ..models.decoder import empty_cache
 from .devices import constrain_kv, per_device
 from .prefix import attention_inputs
 from .scoring import tree_mask
-
-
-@dataclass
-class Call:
-    """One prefill call: a line per device ([devices, line] arrays); per device, where each of
-    its line's prompts ends in the line and its window row ([devices, rows per device], `count`
-    of them real); per window row, its prompt's last position in its device's line (-1: not in
-    this call)."""
-    tokens: np.ndarray
-    positions: np.ndarray
-    ends: np.ndarray
-    prompt_end: np.ndarray
-    prompt_row: np.ndarray  # the device's own row
-    count: np.ndarray  # [devices]
-    last: np.ndarray  # [window rows]
 
 
 def group_row(k: int, group_rows: int, devices: int) -> int:
@@ -66,85 +53,131 @@ def window_rows(count: int, group_rows: int, groups: int, devices: int) -> list[
     return rows
 
 
-def pack_calls(prompts: list[list[int]], rows: list[int], rows_per_device: int, line: int,
-               devices: int) -> list[Call]:
-    """The calls that prefill `prompts` into window rows `rows`: each device packs its own rows' prompts, longest first, into lines of `line`
-    tokens (first fit); call c runs line c of every device."""
-    lines = [[] for _ in range(devices)]  # per device: [(room, [(prompt, row)])]
-    for prompt, row in sorted(zip(prompts, rows), key=lambda pr: -len(pr[0])):
-        device = lines[row // rows_per_device]
-        for k, (room, members) in enumerate(device):
-            if len(prompt) <= room:
-                device[k] = (room - len(prompt), members + [(prompt, row)])
-                break
+class Lines:
+    """First-fit packing of prompts (offered longest first: first-fit decreasing) into lines of
+    `length` tokens, each device its own lines."""
+
+    def __init__(self, length: int, devices: int):
+        self.length = length
+        self.lines = [[] for _ in range(devices)]  # per device: [[room, [(prompt index, its length)]]]
+
+    def add(self, j: int, n: int, device: int) -> None:
+        lines = self.lines[device]
+        for line in lines:
+            if n <= line[0]:
+                line[0] -= n
+                line[1].append((j, n))
+                return
+        lines.append([self.length - n, [(j, n)]])
+
+    def count(self) -> int:
+        """Lines per device: the calls they take."""
+        return max(map(len, self.lines))
+
+    def members(self) -> list[int]:
+        """The prompts packed, in the order offered."""
+        return sorted(j for lines in self.lines for _, members in lines for j, _ in members)
+
+    def copy(self) -> "Lines":
+        out = Lines(self.length, 0)
+        out.lines = [[[room, list(members)] for room, members in device] for device in self.lines]
+        return out
+
+
+def windows(lengths: list[int], group_rows: int, devices: int, line: int, max_lines: int) -> list[Lines]:
+    """Prompts (lengths sorted longest first, decode groups of group_rows) in windows of whole
+    decode groups, each packed into at most max_lines lines per device (a group needing more
+    has a window of its own); a prompt's device is its turn within its group (group_row)."""
+    def place(lines: Lines, start: int) -> Lines:
+        for j in range(start, min(start + group_rows, len(lengths))):
+            lines.add(j, lengths[j], (j - start) % devices)
+        return lines
+
+    out = []
+    for start in range(0, len(lengths), group_rows):
+        grown = place(out[-1].copy(), start) if out else None
+        if grown is not None and grown.count() <= max_lines:
+            out[-1] = grown
         else:
-            device.append((line - len(prompt), [(prompt, row)]))
+            out.append(place(Lines(line, devices), start))
+    return out
+
+
+@dataclass
+class Call:
+    """Line c of every device ([devices, line] arrays) and, per window row, its prompt's last
+    position in its device's line (-1: not in this call)."""
+    tokens: np.ndarray
+    positions: np.ndarray
+    ends: np.ndarray
+    last: np.ndarray
+
+
+def window_calls(packed: Lines, first: int, prompts: list[list[int]], rows: list[int], window_size: int):
+    """The calls of a window whose prompts are prompts[first ...] (rows[j - first]: prompt j's
+    window row), and per window row the line its prompt is in and where it ends there (0, 0 for
+    rows without a prompt)."""
+    devices, length = len(packed.lines), packed.length
+    line_of, end_of = np.zeros(window_size, np.int32), np.zeros(window_size, np.int32)
     calls = []
-    for c in range(max(map(len, lines))):
-        tokens, positions, ends = (np.zeros((devices, line), np.int32) for _ in range(3))
-        prompt_end, prompt_row = (np.zeros((devices, rows_per_device), np.int32) for _ in range(2))
-        count = np.zeros(devices, np.int32)
-        last = np.full(devices * rows_per_device, -1, np.int32)
-        for d, device in enumerate(lines):
+    for c in range(packed.count()):
+        tokens, positions, ends = (np.zeros((devices, length), np.int32) for _ in range(3))
+        last = np.full(window_size, -1, np.int32)
+        for d, lines in enumerate(packed.lines):
             at = 0
-            for k, (prompt, r) in enumerate(device[c][1] if c < len(device) else ()):
-                n = len(prompt)
-                tokens[d, at: at + n], positions[d, at: at + n], ends[d, at: at + n] = prompt, np.arange(n), at + n
-                prompt_end[d, k], prompt_row[d, k], count[d] = at + n, r - d * rows_per_device, k + 1
-                last[r] = at + n - 1
+            for j, n in lines[c][1] if c < len(lines) else ():
+                r = rows[j - first]
+                tokens[d, at: at + n], positions[d, at: at + n], ends[d, at: at + n] = prompts[j], np.arange(n), at + n
+                last[r], line_of[r], end_of[r] = at + n - 1, c, at + n
                 at += n
-        calls.append(Call(tokens, positions, ends, prompt_end, prompt_row, count, last))
-    return calls
+        calls.append(Call(tokens, positions, ends, last))
+    return calls, line_of, end_of
 
 
-@partial(jax.jit, static_argnames=("slots", "config", "dtype"))
-def empty_window(first, slots: int, config, dtype):
-    """The window's decode cache: per layer k, v [rows, Hkv, slots, D] zeros, rows as `first` ([rows])."""
-    return constrain_kv(per_device(lambda f: empty_cache(config, f.shape[0], slots, dtype), replicated=0)(first))
+@partial(jax.jit, static_argnames=("lines", "length", "config", "dtype"))
+def empty_buffer(first, lines: int, length: int, config, dtype):
+    """A window's buffer: per layer k, v [devices x lines, Hkv, length, D] zeros (`first`: any
+    array split over the devices)."""
+    return constrain_kv(per_device(lambda f: empty_cache(config, lines, length, dtype), replicated=0)(first))
 
 
-def _prefill_lines_on_device(params, cache, first, tokens, positions, ends, prompt_end, prompt_row, count, last,
-                             held, config, dtype):
+def _prefill_lines_on_device(params, buffer, first, tokens, positions, ends, last, index, config, dtype):
     module = build_module(config, dtype)
     lines, length = tokens.shape
     inputs = attention_inputs(None, positions, tree_mask(ends), None, empty_cache(config, lines, length, dtype))
     hidden, kv = module.apply({"params": params}, tokens, **inputs)
-    # each prompt's keys and values: the `held` slots ending at its last token (in the line padded
-    # with `held` slots in front) copied into its row's first `held` slots, so it ends at slot held;
-    # the slots before it get whatever preceded it in the line, and no query sees them
-    padded = jax.tree.map(lambda x: jnp.pad(x[0], ((0, 0), (held, 0), (0, 0))), kv)
-
-    def put(k, cache):
-        end, row = prompt_end[0, k], prompt_row[0, k]
-        piece = lambda x: jax.lax.dynamic_slice(x, (0, end, 0), (x.shape[0], held, x.shape[2]))[None]
-        return jax.tree.map(lambda c, x: jax.lax.dynamic_update_slice(c, piece(x).astype(c.dtype), (row, 0, 0, 0)),
-                            cache, padded)
-
-    cache = jax.lax.fori_loop(0, count[0], put, cache)
+    buffer = jax.tree.map(lambda b, x: jax.lax.dynamic_update_slice(b, x.astype(b.dtype), (index, 0, 0, 0)), buffer, kv)
     picked = hidden.reshape(-1, hidden.shape[-1])[jnp.maximum(last, 0)]
     logits = module.apply({"params": params}, picked, method=Decoder.logits)
-    return jnp.where(last >= 0, jnp.argmax(logits, axis=-1).astype(jnp.int32), first), cache
+    return jnp.where(last >= 0, jnp.argmax(logits, axis=-1).astype(jnp.int32), first), buffer
 
 
-@partial(jax.jit, static_argnames=("held", "config", "dtype"), donate_argnames=("cache", "first"))
-def prefill_lines(params, cache, first, tokens, positions, ends, prompt_end, prompt_row, count, last, held: int,
-                  config, dtype):
-    """One call of pack_calls (a line per device): the lines' prompts prefilled, their keys and
-    values written into the window cache (donated; each prompt ending at slot `held`), every
-    finished prompt's first new token into `first` [rows]."""
-    local = partial(_prefill_lines_on_device, held=held, config=config, dtype=dtype)
-    return per_device(local)(params, cache, first, tokens, positions, ends, prompt_end, prompt_row, count, last)
+@partial(jax.jit, static_argnames=("config", "dtype"), donate_argnames=("buffer", "first"))
+def prefill_lines(params, index, buffer, first, tokens, positions, ends, last, config, dtype):
+    """One call of window_calls (a line per device): the lines' prompts prefilled, their keys
+    and values written as line `index` of each device's window buffer (donated), every
+    finished prompt's first new token into `first` [window rows]."""
+    local = partial(_prefill_lines_on_device, config=config, dtype=dtype)
+    return per_device(lambda params, index, *rest: local(params, *rest, index), replicated=2)(
+        params, index, buffer, first, tokens, positions, ends, last)
 
 
-@partial(jax.jit, static_argnames=("rows", "slots"))
-def take_group(group, first, cache, rows: int, slots: int):
+@partial(jax.jit, static_argnames=("rows", "length", "new"))
+def take_group(group, first, buffer, line_of, end_of, rows: int, length: int, new: int):
     """Decode group `group` of the window: `rows` rows per device (each device's block of the
-    group, window_rows) and the last `slots` slots of each (the prompts end at the same slot in
-    every row, so a group of shorter prompts needs fewer)."""
-    def local(group, first, cache):
+    group, window_rows), each row's prompt gathered from its line of the buffer into `length`
+    slots ending at the last (the slots before it hold what precedes it in the line, or the
+    line's end: no query sees them), then `new` empty slots."""
+    def local(group, first, buffer, line_of, end_of):
         at = group * rows
-        cut = lambda x: jax.lax.dynamic_slice_in_dim(x, at, rows, axis=0)[:, :, x.shape[2] - slots:]
-        return jax.lax.dynamic_slice_in_dim(first, at, rows), jax.tree.map(cut, cache)
+        lines, ends = (jax.lax.dynamic_slice_in_dim(a, at, rows) for a in (line_of, end_of))
+        slots = (ends[:, None] - length + jnp.arange(length)[None]) % buffer[0]["k"].shape[2]  # [rows, length]
 
-    first, cache = per_device(local, replicated=1)(group, first, cache)
+        def gather(x):  # [lines, Hkv, L, D] -> [rows, Hkv, length + new, D]
+            rows_kv = jax.vmap(lambda line, s: jnp.take(x[line], s, axis=1))(lines, slots)
+            return jnp.pad(rows_kv, ((0, 0), (0, 0), (0, new), (0, 0)))
+
+        return jax.lax.dynamic_slice_in_dim(first, at, rows), jax.tree.map(gather, buffer)
+
+    first, cache = per_device(local, replicated=1)(group, first, buffer, line_of, end_of)
     return first, constrain_kv(cache)

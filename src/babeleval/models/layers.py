@@ -190,23 +190,28 @@ def _attend_one_query(q, k, v, mask, scale, softcap, bias):
     return out.astype(v.dtype).reshape(b, 1, h * d)
 
 
+REMAINDER_KEYS = 128  # the keys left before a chunk's whole key blocks go in blocks of this many
+
+
 def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offset):
     """attend's causal chunks as loops, not unrolled: lax.map over query chunks, each a
-    fori_loop over the key blocks up to its own end (offset + chunk end), so the masked upper
-    triangle is still skipped but the program no longer grows with the input (unrolled, a
-    3,300-token prefill had ~90 chunk x block products per layer and compiled for minutes).
-    A chunk's loop also starts at the first block any of its queries sees, so the prompts of a
-    packed line (a block-diagonal mask) cost what they cost alone, not what the line costs.
-    Queries and keys are padded to whole chunks and blocks (padded keys masked out)."""
+    fori_loop over the key blocks it sees (the program no longer grows with the input: unrolled,
+    a 3,300-token prefill had ~90 chunk x block products per layer and compiled for minutes).
+    A chunk's keys run from the first any of its queries sees to its own end (offset + chunk
+    end): whole blocks back from the end, then the rest REMAINDER_KEYS at a time, so neither the
+    masked upper triangle nor the keys of a packed line's other prompts (a block-diagonal mask)
+    are computed, and a prompt starting inside a block costs no more keys than it has (blocks
+    aligned to the line computed ~1.9x the keys XQuAD-hi's packed prompts need).
+    Queries are padded to whole chunks, keys in front by REMAINDER_KEYS (masked out)."""
     b, t, h, d = q.shape
     hkv, s = k.shape[1], k.shape[2]
     g = h // hkv
-    tp, sp = -(-t // chunk) * chunk, -(-s // block) * block
+    tp, front = -(-t // chunk) * chunk, min(REMAINDER_KEYS, block)
     q = jnp.pad(q, ((0, 0), (0, tp - t), (0, 0), (0, 0)))
-    k, v = (jnp.pad(x, ((0, 0), (0, 0), (0, sp - s), (0, 0))) for x in (k, v))
-    mask = jnp.pad(mask, ((0, 0), (0, tp - t), (0, sp - s)))
+    k, v = (jnp.pad(x, ((0, 0), (0, 0), (front, 0), (0, 0))) for x in (k, v))
+    mask = jnp.pad(mask, ((0, 0), (0, tp - t), (front, 0)))
     if bias is not None:
-        bias = jnp.pad(bias, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
+        bias = jnp.pad(bias, ((0, 0), (0, 0), (0, tp - t), (front, 0)))
     qg = q.reshape(b, tp, hkv, g, d).transpose(0, 2, 3, 1, 4)  # [B, Hkv, G, T, D]
     take = jax.lax.dynamic_slice_in_dim
 
@@ -216,23 +221,26 @@ def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offse
         mi = take(mask, start, chunk, axis=1)
         bi = None if bias is None else take(bias, start, chunk, axis=2)
 
-        def key_block(j, state):
+        def keys(at, size, state):  # keys [at, at + size) merged into the running softmax
             top, total, out = state
-            at = j * block
-            scores = _block_scores(qi, take(k, at, block, axis=2), take(mi, at, block, axis=2), scale, softcap,
-                                   None if bi is None else take(bi, at, block, axis=3), g)
+            scores = _block_scores(qi, take(k, at, size, axis=2), take(mi, at, size, axis=2), scale, softcap,
+                                   None if bi is None else take(bi, at, size, axis=3), g)
             new_top = jnp.maximum(top, scores.max(axis=-1, keepdims=True))
             probs = jnp.exp(scores - new_top)
-            values = jnp.einsum("bkqs,bksd->bkqd", probs.astype(v.dtype), take(v, at, block, axis=2),
+            values = jnp.einsum("bkqs,bksd->bkqd", probs.astype(v.dtype), take(v, at, size, axis=2),
                                 preferred_element_type=jnp.float32)
             carry = jnp.exp(top - new_top)
             return new_top, total * carry + probs.sum(axis=-1, keepdims=True), out * carry + values
 
-        blocks = jnp.minimum((offset + start + chunk + block - 1) // block, sp // block)
-        first = jnp.argmax(mi.any(axis=(0, 1))) // block  # blocks no query of the chunk sees are skipped
+        end = jnp.minimum(offset + start + chunk, s) + front
+        first = jnp.maximum(jnp.argmax(mi.any(axis=(0, 1))), front)  # keys before it no query of the chunk sees
+        whole = (end - first) // block
+        rest = end - whole * block
         state = (jnp.full((b, hkv, g * chunk, 1), NEG_INF, jnp.float32), jnp.zeros((b, hkv, g * chunk, 1), jnp.float32),
                  jnp.zeros((b, hkv, g * chunk, d), jnp.float32))
-        _, total, out = jax.lax.fori_loop(first, blocks, key_block, state)
+        state = jax.lax.fori_loop(0, whole, lambda j, st: keys(end - (j + 1) * block, block, st), state)
+        parts = (rest - first + front - 1) // front
+        _, total, out = jax.lax.fori_loop(0, parts, lambda j, st: keys(rest - (j + 1) * front, front, st), state)
         return (out / total).astype(v.dtype).reshape(b, hkv, g, chunk, d)
 
     outs = jax.lax.map(one_chunk, jnp.arange(tp // chunk))  # [n, B, Hkv, G, C, D]
