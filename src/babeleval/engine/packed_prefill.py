@@ -113,8 +113,8 @@ class Call:
     last: np.ndarray
 
 
-def window_calls(packed: Lines, first: int, prompts: list[list[int]], rows: list[int], window_size: int):
-    """The calls of a window whose prompts are prompts[first ...] (rows[j - first]: prompt j's
+def window_calls(packed: Lines, start: int, prompts: list[list[int]], rows: list[int], window_size: int):
+    """The calls of a window whose prompts are prompts[start ...] (rows[j - start]: prompt j's
     window row), and per window row the line its prompt is in and where it ends there (0, 0 for
     rows without a prompt)."""
     devices, length = len(packed.lines), packed.length
@@ -126,7 +126,7 @@ def window_calls(packed: Lines, first: int, prompts: list[list[int]], rows: list
         for d, lines in enumerate(packed.lines):
             at = 0
             for j, n in lines[c][1] if c < len(lines) else ():
-                r = rows[j - first]
+                r = rows[j - start]
                 tokens[d, at: at + n], positions[d, at: at + n], ends[d, at: at + n] = prompts[j], np.arange(n), at + n
                 last[r], line_of[r], end_of[r] = at + n - 1, c, at + n
                 at += n
@@ -141,7 +141,7 @@ def empty_buffer(first, lines: int, length: int, config, dtype):
     return constrain_kv(per_device(lambda f: empty_cache(config, lines, length, dtype), replicated=0)(first))
 
 
-def _prefill_lines_on_device(params, buffer, first, tokens, positions, ends, last, index, config, dtype):
+def _prefill_lines_on_device(params, index, buffer, first, tokens, positions, ends, last, config, dtype):
     module = build_module(config, dtype)
     lines, length = tokens.shape
     inputs = attention_inputs(None, positions, tree_mask(ends), None, empty_cache(config, lines, length, dtype))
@@ -158,8 +158,7 @@ def prefill_lines(params, index, buffer, first, tokens, positions, ends, last, c
     and values written as line `index` of each device's window buffer (donated), every
     finished prompt's first new token into `first` [window rows]."""
     local = partial(_prefill_lines_on_device, config=config, dtype=dtype)
-    return per_device(lambda params, index, *rest: local(params, *rest, index), replicated=2)(
-        params, index, buffer, first, tokens, positions, ends, last)
+    return per_device(local, replicated=2)(params, index, buffer, first, tokens, positions, ends, last)
 
 
 @partial(jax.jit, static_argnames=("rows", "length", "new"))
