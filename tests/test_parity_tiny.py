@@ -82,3 +82,30 @@ def test_corrupt_safetensors_names_file(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(BabelevalError, match="model.safetensors: unreadable"):
         load_model(str(tmp_path))
+
+
+@pytest.mark.parametrize("family", [f for f in CONFIGS if f not in ENCODERS])
+def test_last_layer_at_chosen_positions_only(family, tmp_path):
+    """Decoder(outputs=...): the last layer's queries and MLP at the chosen positions only give
+    the hidden states of the full forward there, and the same keys and values (sliding windows,
+    ALiBi, soft-capping and padded rows included)."""
+    from babeleval.engine.forward import padded_causal
+    from babeleval.models import build_module
+    from babeleval.models.decoder import empty_cache
+
+    build(family, tmp_path)
+    ours = load_model(str(tmp_path))
+    ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
+    positions, full_mask = padded_causal(mask)
+    module = build_module(ours.config)
+    apply = lambda **k: module.apply({"params": ours.params}, ids, positions, full_mask,
+                                     cache=empty_cache(ours.config, 3, LENGTH), cache_index=0, **k)
+    everywhere, cache = apply()
+    chosen = np.asarray([[11, 5], [11, 4], [8, 0]])  # last tokens, a middle one, a padded row's first
+    picked, picked_cache = apply(outputs=chosen)
+    want = np.take_along_axis(np.asarray(everywhere), chosen[..., None], axis=1)
+    assert picked.shape == (3, 2, everywhere.shape[-1])
+    assert np.abs(np.asarray(picked) - want).max() <= 1e-5
+    for ours_layer, full_layer in zip(picked_cache, cache):
+        for name in ("k", "v"):
+            np.testing.assert_array_equal(np.asarray(ours_layer[name]), np.asarray(full_layer[name]))

@@ -53,8 +53,8 @@ def _prefill_on_device(params, prefix, tokens, valid, config, dtype):
     positions, _ = _positions(valid)
     mask = jnp.tril(jnp.ones((p, p), bool))[None] & valid[:, None, :] | jnp.eye(p, dtype=bool)[None]
     inputs = attention_inputs(prefix, positions, mask, valid, empty_cache(config, b, p, dtype))
-    hidden, cache = module.apply({"params": params}, tokens, **inputs)
-    logits = module.apply({"params": params}, hidden[:, -1], method=Decoder.logits)
+    hidden, cache = module.apply({"params": params}, tokens, **inputs, outputs=jnp.full((b, 1), p - 1))
+    logits = module.apply({"params": params}, hidden[:, 0], method=Decoder.logits)
     return jnp.argmax(logits, axis=-1).astype(jnp.int32), cache
 
 

@@ -145,9 +145,11 @@ def _prefill_lines_on_device(params, index, buffer, first, tokens, positions, en
     module = build_module(config, dtype)
     lines, length = tokens.shape
     inputs = attention_inputs(None, positions, tree_mask(ends), None, empty_cache(config, lines, length, dtype))
-    hidden, kv = module.apply({"params": params}, tokens, **inputs)
+    at = jnp.maximum(last, 0)  # flat [lines x length] positions
+    outputs = jnp.broadcast_to(at % length, (lines, at.size))  # the last layer's queries: the rows' last tokens only
+    hidden, kv = module.apply({"params": params}, tokens, **inputs, outputs=outputs)
     buffer = jax.tree.map(lambda b, x: jax.lax.dynamic_update_slice(b, x.astype(b.dtype), (index, 0, 0, 0)), buffer, kv)
-    picked = hidden.reshape(-1, hidden.shape[-1])[jnp.maximum(last, 0)]
+    picked = hidden[at // length, jnp.arange(at.size)]
     logits = module.apply({"params": params}, picked, method=Decoder.logits)
     return jnp.where(last >= 0, jnp.argmax(logits, axis=-1).astype(jnp.int32), first), buffer
 

@@ -75,7 +75,7 @@ def prefix_caches(params, tokens, config, dtype=jnp.float32):
         positions = jnp.broadcast_to(jnp.arange(p, dtype=jnp.int32), (r, p))
         mask = jnp.broadcast_to(jnp.tril(jnp.ones((p, p), bool)), (r, p, p))
         _, cache = module.apply({"params": params}, tokens, positions, mask, cache=empty_cache(config, r, p, dtype),
-                                cache_index=0)
+                                cache_index=0, outputs=jnp.zeros((r, 1), jnp.int32))  # no output wanted: one query
         return cache
 
     return per_device(local)(params, tokens)

@@ -28,11 +28,16 @@ class Attention(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None):
+    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None):
+        """queries: [B, K] indices along T of the only positions whose outputs are needed (their
+        queries alone are computed; keys and values at every position); None: all."""
         cfg = self.cfg
         b, t, _ = x.shape
         dense = lambda n, bias, name: nn.Dense(n, use_bias=bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
-        q = dense(cfg.num_heads * cfg.head_dim, cfg.qkv_bias, "q")(x).reshape(b, t, cfg.num_heads, cfg.head_dim)
+        xq, q_positions = (x, positions) if queries is None else (_at(x, queries), _at(positions, queries))
+        if queries is not None:
+            mask = _at(mask, queries)
+        q = dense(cfg.num_heads * cfg.head_dim, cfg.qkv_bias, "q")(xq).reshape(b, xq.shape[1], cfg.num_heads, cfg.head_dim)
         k = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "k")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
         v = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "v")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
         if cfg.qk_norm:
@@ -43,13 +48,13 @@ class Attention(nn.Module):
             theta = cfg.rope_local_theta if sliding and cfg.rope_local_theta else cfg.rope_theta
             scaling = () if sliding and cfg.rope_local_theta else cfg.rope_scaling
             inv_freq = jnp.asarray(rope_inv_freq(cfg.head_dim, theta, scaling))
-            q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
+            q, k = apply_rope(q, q_positions, inv_freq), apply_rope(k, positions, inv_freq)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, D], the cache layout
         if cache is not None:
             k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, 0, cache_index, 0))
             v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), (0, 0, cache_index, 0))
             cache = {"k": k, "v": v}
-        distance = positions[:, :, None] - kv_positions[:, None, :]  # [B, T, S]
+        distance = q_positions[:, :, None] - kv_positions[:, None, :]  # [B, T, S]
         if sliding:
             mask = mask & (distance < cfg.sliding_window)
         bias = None
@@ -61,7 +66,7 @@ class Attention(nn.Module):
         if fused is not None and bias is None and not cfg.attn_softcap:
             out = attend_fused(q, k, v, mask, scale, fused)
         else:
-            out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias, causal=True, offset=offset)
+            out = attend(q, k, v, mask, scale, cfg.attn_softcap, bias, causal=queries is None, offset=offset)
         return dense(cfg.hidden_size, cfg.out_bias, "o")(out), cache
 
 
@@ -71,14 +76,14 @@ class Block(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None):
+    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None):
         cfg = self.cfg
         h, cache = Attention(cfg, self.layer, self.dtype, name="attn")(
-            _norm(cfg, "attn_norm")(x), positions, mask, kv_positions, cache, cache_index
+            _norm(cfg, "attn_norm")(x), positions, mask, kv_positions, cache, cache_index, queries
         )
         if cfg.sandwich_norm:
             h = _norm(cfg, "post_attn_norm")(h)
-        x = x + h
+        x = (x if queries is None else _at(x, queries)) + h
         mlp = MLP(cfg.hidden_size, cfg.intermediate_size, cfg.mlp, cfg.activation, cfg.mlp_bias, self.dtype, name="mlp")
         h = mlp(_norm(cfg, "mlp_norm")(x))
         if cfg.sandwich_norm:
@@ -103,10 +108,14 @@ class Decoder(nn.Module):
             self.lm_head = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
                                     dot_general=partial(jax.lax.dot_general, preferred_element_type=jnp.float32))
 
-    def __call__(self, tokens, positions, mask, cache=None, cache_index=None, kv_positions=None):
-        """tokens, positions: [B, T]; mask: [B, T, S] (S = T without a cache).
+    def __call__(self, tokens, positions, mask, cache=None, cache_index=None, kv_positions=None, outputs=None):
+        """tokens, positions: [B, T]; mask: [B, T, S] (S = T without a cache); outputs: [B, K]
+        indices along T of the only positions whose hidden states are wanted (a prefill's last
+        prompt tokens): the last layer then computes its keys and values everywhere but the rest
+        at those K positions only (about 1/num_layers of a long prefill's work).
 
-        Returns the final-normed hidden states [B, T, D] and the updated cache (or None).
+        Returns the final-normed hidden states [B, T, D] ([B, K, D] with outputs) and the updated
+        cache (or None).
         """
         cfg = self.cfg
         x = self.embed(tokens)
@@ -119,7 +128,8 @@ class Decoder(nn.Module):
         kv_positions = positions if kv_positions is None else kv_positions
         new_cache = []
         for i, block in enumerate(self.layers):
-            x, layer_cache = block(x, positions, mask, kv_positions, None if cache is None else cache[i], cache_index)
+            x, layer_cache = block(x, positions, mask, kv_positions, None if cache is None else cache[i], cache_index,
+                                   outputs if i == len(self.layers) - 1 else None)
             new_cache.append(layer_cache)
         return self.final_norm(x), (None if cache is None else new_cache)
 
@@ -140,6 +150,11 @@ class Decoder(nn.Module):
         """Touch every parameter (setup-style modules create params lazily)."""
         hidden, _ = self(tokens, positions, mask)
         return self.logits(hidden)
+
+
+def _at(x, index):
+    """x [B, T, ...] at index [B, K] along T: [B, K, ...]."""
+    return jnp.take_along_axis(x, index.reshape(index.shape + (1,) * (x.ndim - 2)), axis=1)
 
 
 def empty_cache(cfg: DecoderConfig, batch: int, length: int, dtype=jnp.float32):
