@@ -34,9 +34,9 @@ class Attention(nn.Module):
         cfg = self.cfg
         b, t, _ = x.shape
         dense = lambda n, bias, name: nn.Dense(n, use_bias=bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
-        xq, q_positions = (x, positions) if queries is None else (_at(x, queries), _at(positions, queries))
+        xq, q_positions = x, positions
         if queries is not None:
-            mask = _at(mask, queries)
+            xq, q_positions, mask = _at(x, queries), _at(positions, queries), _at(mask, queries)
         q = dense(cfg.num_heads * cfg.head_dim, cfg.qkv_bias, "q")(xq).reshape(b, xq.shape[1], cfg.num_heads, cfg.head_dim)
         k = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "k")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
         v = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "v")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
