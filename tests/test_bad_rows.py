@@ -137,3 +137,27 @@ def test_bad_rows_option_for_every_task(tmp_path):
     assert result.exit_code == 2 and f"{MESSY}:2: choices 1 and 2 are the same text" in result.output, result.output
     result = run("duplicate_choices")
     assert result.exit_code == 2 and "expected PROBLEM=POLICY" in result.output
+
+
+@pytest.mark.parametrize("empty_logprob", [-0.5, 0.0])
+def test_empty_option_acc_norm_is_lm_evals_rule(tmp_path, empty_logprob):
+    """An empty option's acc_norm divides its log-likelihood by 0 characters, as lm-eval's
+    process_results does: -inf for a negative log-likelihood (never chosen), nan for 0 (np.argmax
+    picks the first nan, so chosen). Log-likelihoods chosen so that the plausible alternatives
+    (dividing by max(chars, 1), or by the delimiter's length) choose otherwise: the real model's
+    values on the fixture do not tell them apart."""
+    from babeleval.requests import LoglikelihoodResult
+    from babeleval.tasks.documents import load_documents
+    from babeleval.tasks.multiple_choice import MultipleChoice
+
+    task = tmp_path / "messy.yaml"
+    task.write_text(TASK, encoding="utf-8")
+    variant = load_task_file(task).variants[0]
+    kind = MultipleChoice(variant)
+    (question,) = [q for q in kind.prepare(load_documents(variant, None), []) if q.id == "3"]
+    assert question.options[1] == "" and question.gold == 1
+    lls = [-45.0, empty_logprob]  # choice1 has 43 characters: -1.05 per character
+    record = kind.score([question], [LoglikelihoodResult(ll, False, 1) for ll in lls])[0]
+    lm_task = lm_eval_task(tmp_path)
+    expected = lm_task.process_results(lm_task.eval_docs[3], [(ll, False) for ll in lls])
+    assert (record["acc"], record["acc_norm"]) == (expected["acc"], expected["acc_norm"]) == (1.0, float(empty_logprob == 0.0))
