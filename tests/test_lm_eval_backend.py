@@ -118,6 +118,28 @@ def test_generations_identical(generations):
     assert "" in texts and any(t.endswith("\ufffd") for t in texts)  # both cuts happen in these documents
 
 
+def test_babeleval_run_writes_hflms_generations(generations, tmp_path):
+    """`babeleval run --task lm-eval:...` answers generate_until by the backend's rules
+    (LmEvalGenerate -> ExactGenerator): the records equal HFLM's texts, both cuts included
+    (the plain Generator drops the U+FFFD of a length cut inside a character)."""
+    import json
+
+    from real_models import ours
+
+    from babeleval.evaluate import evaluate
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # the task file's data_files are relative to the repository root
+    try:
+        evaluate(ours("smollm2-135m"), [f"lm-eval:{TASKS / 'xquad_hi_gen.yaml'}"], tmp_path, limit=GENERATIONS,
+                 progress=False, compile_cache=False)
+    finally:
+        os.chdir(cwd)
+    lines = (tmp_path / "samples_lm-eval-xquad_hi_gen.jsonl").read_text().splitlines()
+    records = sorted(map(json.loads, lines), key=lambda r: int(r["id"]))
+    assert [r["generation"] for r in records] == [s["resps"][0][0] for s in generations["hf"]["xquad_hi_gen"]]
+
+
 def test_rolling_windows_match(rolling):
     """Perplexity over XQuAD-hi paragraphs in 256-token windows (lm-eval's own windows)."""
     from lm_eval.utils import get_rolling_token_windows

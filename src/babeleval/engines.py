@@ -1,12 +1,13 @@
-"""Request type -> engine: Loglikelihood -> Scorer, Generate -> Generator, Embed -> the
-model's embedder behind the on-disk embedding cache (retrieval/cache.py).
+"""Request type -> engine: Loglikelihood -> Scorer, Generate -> Generator, LmEvalGenerate ->
+lm-eval's HF-backend rules over the same Generator (lm_eval/model.py), Embed -> the model's
+embedder behind the on-disk embedding cache (retrieval/cache.py).
 The runner hands over a list of requests and gets the answers in the same order; it never
 asks which task they came from. Engines are built on first use (a generation-only run
 compiles no scoring program)."""
 from __future__ import annotations
 
 from .errors import BabelevalError
-from .requests import Embed, Generate, Loglikelihood
+from .requests import Embed, Generate, LmEvalGenerate, Loglikelihood
 from .retrieval.cache import CachedEmbedder
 from .retrieval.embedders import embeddings_dir
 
@@ -32,7 +33,7 @@ class Engines:
                 self.built[kind] = CachedEmbedder(self.model, embeddings_dir())
             return self.built[kind]
         if getattr(self.model, "remote", False):
-            if kind is not Generate:
+            if not issubclass(kind, Generate):
                 raise BabelevalError(f"{self.model.source}: an HTTP model answers generation only (no log-likelihoods or "
                                      "embeddings): use generation tasks, or multiple choice with scoring: generate")
             return self.model
@@ -45,6 +46,10 @@ class Engines:
                 from .engine.generate import Generator
 
                 self.built[kind] = Generator(self.model, batch_size=self.batch_size, mesh=self.mesh)
+            elif kind is LmEvalGenerate:
+                from .lm_eval import BabelevalLM
+
+                self.built[kind] = BabelevalLM(self.model, batch_size=self.batch_size, mesh=self.mesh).generator
             else:
                 from .retrieval.embedders import ModelEmbedder
 
@@ -56,8 +61,9 @@ class Engines:
         if not requests:
             return []
         kind = type(requests[0])
-        if kind not in (Loglikelihood, Generate, Embed) or any(type(r) is not kind for r in requests):
-            raise BabelevalError(f"one batch of requests must be all Loglikelihood, Generate or Embed ({kind.__name__})")
+        if kind not in (Loglikelihood, Generate, LmEvalGenerate, Embed) or any(type(r) is not kind for r in requests):
+            raise BabelevalError(f"one batch of requests must be all Loglikelihood, Generate, LmEvalGenerate or Embed "
+                                 f"({kind.__name__})")
         encoder = hasattr(self.model, "config") and self.model.config.kind == "encoder"
         if encoder and kind is not Embed:
             raise BabelevalError(f"{self.model.source}: an encoder cannot generate or score log-likelihoods; "
@@ -65,7 +71,7 @@ class Engines:
         engine = self._engine(kind)
         if kind is Loglikelihood:
             return engine.loglikelihood(requests, progress)
-        if kind is Generate:
+        if issubclass(kind, Generate):
             return engine.generate_results(requests, progress)
         return engine.embed([r.prefix + r.text for r in requests], progress)
 
@@ -95,16 +101,20 @@ class Engines:
                                   "tokens_shared": s.tokens_shared, "tokens_padded": s.tokens_padded,
                                   "truncated": s.truncated, "duplicates": s.duplicates, **_prefix_stats(s),
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
-            elif kind is Generate:
-                out["generation"] = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
+            elif issubclass(kind, Generate):  # both generators (lm-eval tasks' and the others') in one entry
+                out["generation"] = _summed(out.get("generation", {}), {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
                                      "truncated": s.truncated, **_prefix_stats(s), **generation_split(s),
                                      "compiled_programs": s.compiles.count,
-                                     "seconds": round(s.seconds, 2)}
+                                     "seconds": round(s.seconds, 2)})
             else:
                 s = engine.stats
                 out["embedding"] = {"texts": s.computed + s.from_cache, "computed": s.computed,
                                     "from_cache": s.from_cache, "seconds": round(s.seconds, 2)}
         return out
+
+
+def _summed(a: dict, b: dict) -> dict:
+    return {k: round(a.get(k, 0) + v, 2) if isinstance(v, float) else a.get(k, 0) + v for k, v in b.items()}
 
 
 def _prefix_stats(s) -> dict:

@@ -23,6 +23,13 @@ class Generate:
 
 
 @dataclass(frozen=True)
+class LmEvalGenerate(Generate):
+    """An lm-eval task's generate_until, answered by lm-eval's HF backend's rules (its prompt
+    encoding and left truncation, EOS text as a stop, the text cut at the first stop and nothing
+    else: lm_eval/model.py), so `babeleval run --task lm-eval:...` writes what lm-eval would."""
+
+
+@dataclass(frozen=True)
 class Embed:
     text: str
     prefix: str = ""  # instruction such as "query: " or "passage: " (e5)

@@ -11,31 +11,39 @@ keeps its last max_length + 1 tokens, and rolling windows are lm_eval.utils' own
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
 
 from lm_eval.api.model import TemplateLM
-from lm_eval.models.utils import handle_stop_sequences, has_bos_prefix, normalize_gen_kwargs, postprocess_generated_text
+from lm_eval.models.utils import handle_stop_sequences, has_bos_prefix, postprocess_generated_text
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from babeleval.engine.generate import GenerationStats, Generator
 from babeleval.engine.scoring import Scorer, ScoringStats
 from babeleval.errors import BabelevalError
 from babeleval.requests import Generate, GenerateResult
+from babeleval.tasks.lm_eval_task import greedy_request
 
 
 class ExactGenerator(Generator):
     """HFLM's prompts and texts: the prompt encoded by the backend's tok_encode (BOS as the
     tokenizer adds it, not twice after a chat template) and cut to its last max_length -
-    max_gen_toks tokens; the text decoded up to EOS and cut at the first stop string, and
-    nothing else (the base Generator also drops a partial UTF-8 character at a length cut,
-    which HF's decode keeps as U+FFFD)."""
+    max_gen_toks tokens; the EOS token's text one more stop string (handle_stop_sequences); the
+    text decoded up to EOS and cut at the first stop string, and nothing else (the base
+    Generator also drops a partial UTF-8 character at a length cut, which HF's decode keeps as
+    U+FFFD). Answers `babeleval lm-eval` and the lm-eval tasks of `babeleval run` alike."""
 
-    def __init__(self, model, encode, **kwargs):
+    def __init__(self, model, encode, eos_text: str | None, **kwargs):
         super().__init__(model, **kwargs)
         self.encode = encode
+        self.eos_text = eos_text
+
+    def generate_results(self, requests: list[Generate], progress=None) -> list[GenerateResult]:
+        requests = [dataclasses.replace(r, stop=tuple(handle_stop_sequences(list(r.stop), eos=self.eos_text)))
+                    for r in requests]
+        return super().generate_results(requests, progress)
 
     def prompt_tokens(self, context: str, max_new: int) -> list[int]:
         ids = self.encode(context)
@@ -94,7 +102,8 @@ class BabelevalLM(TemplateLM):
 
     @functools.cached_property
     def generator(self) -> ExactGenerator:
-        return ExactGenerator(self.model, self.tok_encode, max_length=self.max_length, batch_size=self.batch_size,
+        return ExactGenerator(self.model, self.tok_encode, self.special_text(self.eot_token_id), max_length=self.max_length,
+                              batch_size=self.batch_size,
                               share_prefixes=self.share_prefixes, mesh=self.mesh)
 
     # -- tokenisation, as HFLM ------------------------------------------------------------
@@ -176,17 +185,7 @@ class BabelevalLM(TemplateLM):
         """Greedy: every request with its until strings (and EOS) and max_gen_toks; a request
         asking for sampling is refused (this engine only decodes greedily)."""
         start = time.time()
-        eos = self.special_text(self.eot_token_id)
-        asks = []
-        for req in requests:
-            context, gen_kwargs = req.args
-            kwargs = normalize_gen_kwargs(copy.deepcopy(gen_kwargs), self.max_gen_toks)
-            if kwargs.get("do_sample") or float(kwargs.get("temperature") or 0.0) > 0.0:
-                raise BabelevalError(f"task {req.task_name}: generation asks for sampling ({gen_kwargs}); babeleval's "
-                                     "engine decodes greedily only: set do_sample: false / temperature: 0 in the "
-                                     "task's generation_kwargs or pass --gen_kwargs do_sample=false,temperature=0")
-            until = tuple(handle_stop_sequences(kwargs.pop("until", None), eos=eos))
-            asks.append(Generate(context, until, kwargs.pop("max_gen_toks")))
+        asks = [greedy_request(*req.args[:2], self.max_gen_toks, f"task {req.task_name}") for req in requests]
         texts = [r.text for r in self.generator.generate_results(asks)]
         for req, text in zip(requests, texts):
             self.cache_hook.add_partial("generate_until", req.args, text)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import BabelevalError
 from ..metrics.means import mean_and_stderr
-from ..requests import Generate, Loglikelihood
+from ..requests import LmEvalGenerate, Loglikelihood
 from .bad_rows import BadRowLog, lm_eval_problems
 from .chat_prompts import lm_eval_chat_arguments
 from .config import BadRows, TaskConfig, parse_bad_rows, parse_chat
@@ -278,15 +278,27 @@ def _request(instance, where: str):
     if instance.request_type == "loglikelihood":
         context, continuation = instance.args[:2]
         return Loglikelihood(context, continuation)
+    context, gen_kwargs = instance.args[:2]
+    return greedy_request(context, gen_kwargs, HFLM_MAX_GEN_TOKS, where)
+
+
+HFLM_MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks
+
+
+def greedy_request(context: str, gen_kwargs: dict | None, max_gen_toks: int, where: str) -> LmEvalGenerate:
+    """A generate_until request as HFLM reads its arguments (lm-eval's normalize_gen_kwargs:
+    until, max_gen_toks); one asking for sampling is refused, this engine decodes greedily."""
+    import copy
+
     from lm_eval.models.utils import normalize_gen_kwargs
 
-    context, gen_kwargs = instance.args[:2]
-    kwargs = normalize_gen_kwargs(gen_kwargs or {}, 256)  # HFLM's default max_gen_toks
+    kwargs = normalize_gen_kwargs(copy.deepcopy(gen_kwargs or {}), max_gen_toks)
     if kwargs.get("do_sample") or float(kwargs.get("temperature") or 0) > 0:
-        raise BabelevalError(f"{where}: the task asks for sampling ({gen_kwargs}); babeleval generates greedily: "
-                             "set do_sample: false (or --gen_kwargs) to run it")
+        raise BabelevalError(f"{where}: generation asks for sampling ({gen_kwargs}); babeleval's engine decodes greedily "
+                             "only: set do_sample: false / temperature: 0 in the task's generation_kwargs (or pass "
+                             "--gen_kwargs do_sample=false,temperature=0 to babeleval lm-eval)")
     until = kwargs.get("until") or []
-    return Generate(context, tuple([until] if isinstance(until, str) else until), int(kwargs["max_gen_toks"]))
+    return LmEvalGenerate(context, tuple([until] if isinstance(until, str) else until), int(kwargs["max_gen_toks"]))
 
 
 class LmEvalKind:
