@@ -1,6 +1,6 @@
 """The (data, model) mesh on 8 virtual CPU devices (tests/mesh_worker.py in a subprocess):
-meshes 8x1, 4x2, 2x4 and 1x8 give the 1-device results on real XCOPA-sw and 5-shot SIB-200
-(MILU prompt), greedy XQuAD-hi and embeddings; weights split by the rule table, with the
+meshes 8x1, 2x4 and 1x8 give the 1-device results on real XCOPA-sw and 5-shot SIB-200
+(MILU prompt), greedy XQuAD-hi and embeddings (4x2: a random decoder's greedy generation); weights split by the rule table, with the
 tensors whose heads do not divide the model axis (SmolLM2: 9 heads, 3 KV heads; Gemma 3
 270M: 4 heads, 1 KV head) held whole, counted; bytes per device read from the arrays'
 shards; generation's KV caches (decode caches, prefix tables) split by KV heads along model
@@ -27,7 +27,10 @@ PARTS = "xcopa-sw,sib200-milu,generate,embed,tiny"
 # row per data shard (8 x 1,536 slots), placed whole on each of the 8 devices; the table now holds
 # its prefixes only (engine/prefix.py::prefix_table): 8.8 GiB with a cold compilation cache (7.1 GiB
 # without shared prefixes; 4.3 GB of it the 8 copies of the weights): test_8x1_generates_within_10_gb.
-RUNS = ("1x1:" + PARTS.replace(",", "+") + "+generate-plain", "8x1", "4x2", "2x4", "1x8")
+# 4x2 runs the random 4-KV-head decoder only (its KV heads split in two there, in four on 2x4): SmolLM2's
+# parts on a mixed mesh are checked on 2x4 and on two processes of 2x2 (a fifth SmolLM2 worker cost CI
+# ~4.5 minutes of compiling the same programs on a slow host).
+RUNS = ("1x1:" + PARTS.replace(",", "+") + "+generate-plain", "8x1", "4x2:tiny", "2x4", "1x8")
 
 
 def _worker(out: Path, data: Path, model: str, meshes, parts=None, devices=8, process=None):
@@ -37,13 +40,14 @@ def _worker(out: Path, data: Path, model: str, meshes, parts=None, devices=8, pr
     return subprocess.Popen(args, env=env)
 
 
-def _run(tmp: Path, data: Path, model: str, meshes, parts=None) -> dict:
+def _run(tmp: Path, data: Path, model: str, meshes, parts=None, one_process=False) -> dict:
     """One worker process per mesh: 8 virtual CPU devices share one host's memory (8x1 holds
-    eight copies of the weights), so a process holding every mesh in turn grew past 12 GB."""
+    eight copies of SmolLM2's weights), so a process holding every mesh in turn grew past 12 GB.
+    one_process: every mesh in one process (a model loaded once, where memory allows)."""
     merged = None
-    for spec in meshes:
-        out = tmp / f"{model}-{spec.partition(':')[0]}.json"
-        assert _worker(out, data, model, [spec], parts).wait(timeout=900) == 0
+    for specs in [meshes] if one_process else [[spec] for spec in meshes]:
+        out = tmp / f"{model}-{specs[0].partition(':')[0]}.json"
+        assert _worker(out, data, model, specs, parts).wait(timeout=900) == 0
         one = json.loads(out.read_text())
         merged = one if merged is None else {**merged, "meshes": {**merged["meshes"], **one["meshes"]}}
     return merged
@@ -56,7 +60,8 @@ def smollm2(shared_data, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def gemma3(shared_data, tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("mesh"), shared_data, "gemma3-270m", ("1x1", "4x2", "1x8"), "xcopa-sw")
+    return _run(tmp_path_factory.mktemp("mesh"), shared_data, "gemma3-270m", ("1x1", "4x2", "1x8"), "xcopa-sw",
+                one_process=True)  # 1.1 GB of fp32 weights, at most four copies at a time
 
 
 def assert_same_scores(result: dict, reference: dict, options: dict) -> None:
@@ -69,15 +74,19 @@ def assert_same_scores(result: dict, reference: dict, options: dict) -> None:
         assert chosen(got) == chosen(want), task
 
 
-@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("mesh", [m for m in MESHES if m + ":tiny" not in RUNS])
 def test_every_mesh_gives_the_one_device_results(smollm2, mesh):
     reference, result = smollm2["meshes"]["1x1"], smollm2["meshes"][mesh]
     assert sum(smollm2["options"]["sib200-milu"]) == 21 and len(smollm2["options"]["xcopa-sw"]) == 8
     assert_same_scores(result, reference, smollm2["options"])
     assert reference["xquad-hi-plain"] == reference["xquad-hi"] and any(reference["xquad-hi"])  # sharing changes nothing
     assert result["xquad-hi"] == reference["xquad-hi"]
-    assert result["tiny"] == reference["tiny"]  # a decode cache split by KV heads (4x2, 2x4) decodes as one whole
     np.testing.assert_allclose(result["embed"], reference["embed"], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+def test_a_decode_cache_split_by_kv_heads_decodes_as_one_whole(smollm2, mesh):
+    assert smollm2["meshes"][mesh]["tiny"] == smollm2["meshes"]["1x1"]["tiny"]  # split on 4x2 and 2x4
 
 
 def test_8x1_generates_within_10_gb(smollm2):
@@ -105,13 +114,15 @@ def test_generation_kv_cache_split_by_kv_heads_where_they_divide_the_model_axis(
     split, fallback = {"tiny": [], "xquad-hi": []}, {"tiny": [], "xquad-hi": []}
     for mesh, entry in smollm2["meshes"].items():
         for name, heads in (("tiny", 4), ("xquad-hi", 3)):  # a random decoder's 4 KV heads; SmolLM2's 3
+            if name not in entry:  # the mesh did not run it (RUNS)
+                continue
             if _kv_split(entry["kv"][name], mesh, heads):
                 split[name].append(mesh)
             elif not mesh.endswith("x1"):
                 fallback[name].append(mesh)
         assert entry["kv"]["tiny"]["prefix"]  # its shared prefix's table too
     assert split == {"tiny": ["4x2", "2x4"], "xquad-hi": []}
-    assert fallback == {"tiny": ["1x8"], "xquad-hi": ["4x2", "2x4", "1x8"]}  # counted
+    assert fallback == {"tiny": ["1x8"], "xquad-hi": ["2x4", "1x8"]}  # counted
 
 
 def _assert_split_as_ruled(placement: dict, model: int, fallbacks: int) -> None:
