@@ -1,12 +1,13 @@
 """The (data, model) mesh on 8 virtual CPU devices (tests/mesh_worker.py in a subprocess):
 meshes 8x1, 2x4 and 1x8 give the 1-device results on real XCOPA-sw and 5-shot SIB-200
-(MILU prompt), greedy XQuAD-hi and embeddings (4x2: a random decoder's greedy generation); weights split by the rule table, with the
-tensors whose heads do not divide the model axis (SmolLM2: 9 heads, 3 KV heads; Gemma 3
-270M: 4 heads, 1 KV head) held whole, counted; bytes per device read from the arrays'
-shards; generation's KV caches (decode caches, prefix tables) split by KV heads along model
-where they divide it (a random decoder's 4 KV heads over 2 and 4, whole over 8; SmolLM2's 3:
-never), from their shards too. A run on a (2, 2) mesh from the CLI, killed and resumed, equals an uninterrupted
-1-device run; two jax.distributed processes x 2 devices with data=2,model=2 equal one process."""
+(MILU prompt), greedy XQuAD-hi and embeddings (4x2: a random decoder's greedy generation);
+weights split by the rule table, with the tensors whose heads do not divide the model axis
+(SmolLM2: 9 heads, 3 KV heads; Gemma 3 270M: 4 heads, 1 KV head) held whole, counted; bytes
+per device read from the arrays' shards; generation's KV caches (decode caches, prefix tables)
+split by KV heads along model where they divide it (a random decoder's 4 KV heads over 2 and
+4, whole over 8; SmolLM2's 3: never), from their shards too. A run on a (2, 2) mesh from the
+CLI, killed and resumed, equals an uninterrupted 1-device run; two jax.distributed processes
+x 2 devices with data=2,model=2 equal one process."""
 import json
 import os
 import subprocess

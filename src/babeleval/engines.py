@@ -102,10 +102,10 @@ class Engines:
                                   "truncated": s.truncated, "duplicates": s.duplicates, **_prefix_stats(s),
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             elif issubclass(kind, Generate):  # both generators (lm-eval tasks' and the others') in one entry
-                out["generation"] = _summed(out.get("generation", {}), {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
-                                     "truncated": s.truncated, **_prefix_stats(s), **generation_split(s),
-                                     "compiled_programs": s.compiles.count,
-                                     "seconds": round(s.seconds, 2)})
+                entry = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
+                         "truncated": s.truncated, **_prefix_stats(s), **generation_split(s),
+                         "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
+                out["generation"] = _summed(out.get("generation", {}), entry)
             else:
                 s = engine.stats
                 out["embedding"] = {"texts": s.computed + s.from_cache, "computed": s.computed,
@@ -114,6 +114,7 @@ class Engines:
 
 
 def _summed(a: dict, b: dict) -> dict:
+    """b's counts and seconds added to a's (a may be empty)."""
     return {k: round(a.get(k, 0) + v, 2) if isinstance(v, float) else a.get(k, 0) + v for k, v in b.items()}
 
 

@@ -24,7 +24,7 @@ from babeleval.engine.generate import GenerationStats, Generator
 from babeleval.engine.scoring import Scorer, ScoringStats
 from babeleval.errors import BabelevalError
 from babeleval.requests import Generate, GenerateResult
-from babeleval.tasks.lm_eval_task import greedy_request
+from babeleval.tasks.lm_eval_task import HFLM_MAX_GEN_TOKS, greedy_request
 
 
 class ExactGenerator(Generator):
@@ -72,7 +72,8 @@ class WorkCounts:
 
 class BabelevalLM(TemplateLM):
     def __init__(self, pretrained="smollm2-135m", dtype: str = "float32", max_length: int | None = None,
-                 batch_size: int | None = None, add_bos_token: bool | None = None, max_gen_toks: int = 256,
+                 batch_size: int | None = None, add_bos_token: bool | None = None,
+                 max_gen_toks: int = HFLM_MAX_GEN_TOKS,
                  share_prefixes: bool = True, mesh=None, **unused):
         """pretrained: a LoadedModel or any model spec `babeleval run` accepts; max_length:
         the model's own limit by default (as HFLM); add_bos_token: None = as the model's
@@ -102,8 +103,8 @@ class BabelevalLM(TemplateLM):
 
     @functools.cached_property
     def generator(self) -> ExactGenerator:
-        return ExactGenerator(self.model, self.tok_encode, self.special_text(self.eot_token_id), max_length=self.max_length,
-                              batch_size=self.batch_size,
+        return ExactGenerator(self.model, self.tok_encode, self.special_text(self.eot_token_id),
+                              max_length=self.max_length, batch_size=self.batch_size,
                               share_prefixes=self.share_prefixes, mesh=self.mesh)
 
     # -- tokenisation, as HFLM ------------------------------------------------------------

@@ -12,6 +12,7 @@ utils function never resumes into old records.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -31,6 +32,7 @@ from .templates import text_hash
 PREFIX = "lm-eval:"
 FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
 ANSWERED = ("loglikelihood", "generate_until", "multiple_choice")
+HFLM_MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks
 
 
 @dataclass(frozen=True)
@@ -282,14 +284,9 @@ def _request(instance, where: str):
     return greedy_request(context, gen_kwargs, HFLM_MAX_GEN_TOKS, where)
 
 
-HFLM_MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks
-
-
 def greedy_request(context: str, gen_kwargs: dict | None, max_gen_toks: int, where: str) -> LmEvalGenerate:
     """A generate_until request as HFLM reads its arguments (lm-eval's normalize_gen_kwargs:
     until, max_gen_toks); one asking for sampling is refused, this engine decodes greedily."""
-    import copy
-
     from lm_eval.models.utils import normalize_gen_kwargs
 
     kwargs = normalize_gen_kwargs(copy.deepcopy(gen_kwargs or {}), max_gen_toks)
