@@ -264,7 +264,8 @@ class Generator:
         held = length_bucket(len(ordered[0]))  # the longest prompt's slots
         rows = self.batch_size or batch_size_for(held + new_bucket, self.decode_budget, devices)
         rows = padded_rows(min(rows, len(which)), devices)
-        line = max(held, self.token_budget // devices // 2)
+        share = length_bucket(-(-sum(map(len, ordered)) // devices))  # a device's share of the tokens
+        line = max(held, min(share, self.token_budget // devices // 2))  # a few short prompts: no 2,048-token lines
         max_lines = max(1, WINDOW_GROUPS * self.decode_budget // devices // line)
         packed = windows(list(map(len, ordered)), rows, devices, line, max_lines)
         lines = max(p.count() for p in packed)  # every window's buffer alike: one program
