@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 
 WORKER = Path(__file__).parent / "score_worker.py"
 
@@ -26,24 +27,30 @@ def _spawn(out: Path, data: Path, devices: int, process_id=0, processes=1, port=
                             env=env)
 
 
-def test_two_devices_equal_one_device(shared_data, tmp_path):
+@pytest.fixture(scope="module")
+def one_device(shared_data, tmp_path_factory) -> dict:
+    """One process on one device: the reference both tests compare with (computed once)."""
+    out = tmp_path_factory.mktemp("one") / "one.json"
+    assert _spawn(out, shared_data, 1).wait(timeout=600) == 0
+    return json.loads(out.read_text())
+
+
+def test_two_devices_equal_one_device(shared_data, tmp_path, one_device):
     assert jax.local_device_count() == 2  # conftest asks XLA for two CPU devices
-    one, two = _spawn(tmp_path / "one.json", shared_data, 1), _spawn(tmp_path / "two.json", shared_data, 2)
-    assert one.wait(timeout=600) == 0 and two.wait(timeout=600) == 0
-    a, b = json.loads((tmp_path / "one.json").read_text()), json.loads((tmp_path / "two.json").read_text())
+    assert _spawn(tmp_path / "two.json", shared_data, 2).wait(timeout=600) == 0
+    a, b = one_device, json.loads((tmp_path / "two.json").read_text())
     assert (a["devices"], b["devices"]) == (1, 2)
     np.testing.assert_allclose(a["logprob"], b["logprob"], atol=1e-4)
     assert a["texts"] == b["texts"]
 
 
-def test_two_processes_split_requests_and_agree(shared_data, tmp_path):
+def test_two_processes_split_requests_and_agree(shared_data, tmp_path, one_device):
     port = _free_port()
     procs = [_spawn(tmp_path / f"p{i}.json", shared_data, 1, i, 2, port) for i in range(2)]
-    single = _spawn(tmp_path / "single.json", shared_data, 1)
-    assert all(p.wait(timeout=600) == 0 for p in procs + [single])
+    assert all(p.wait(timeout=600) == 0 for p in procs)
     outs = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in range(2)]
-    ref = json.loads((tmp_path / "single.json").read_text())
-    assert all(o["processes"] == 2 for o in outs)
+    ref = one_device
+    assert all(o["processes"] == 2 for o in outs) and ref["processes"] == 1
     assert outs[0]["rows"] + outs[1]["rows"] == ref["rows"] and min(o["rows"] for o in outs) > 0
     for o in outs:
         np.testing.assert_allclose(o["logprob"], ref["logprob"], atol=1e-4)
