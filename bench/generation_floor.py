@@ -46,8 +46,9 @@ lengths = np.asarray([len(model.tokenizer.with_prefix(model.tokenizer.encode(r.c
 kv = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
 layer = 2 * cfg.hidden_size * cfg.num_heads * cfg.head_dim + kv + 3 * cfg.hidden_size * cfg.intermediate_size
 params = sum(x.size for x in jax.tree.leaves(model.params))
-# the last layer computes keys and values everywhere, the rest at each prompt's last token only
-prefill_gemm = 2 * lengths.sum() * ((cfg.num_layers - 1) * layer + kv) + 2 * len(lengths) * (layer - kv)
+# the last layer computes keys and values everywhere, the rest (and the head) at each prompt's last token only
+prefill_gemm = (2 * lengths.sum() * ((cfg.num_layers - 1) * layer + kv)
+                + 2 * len(lengths) * (layer - kv + cfg.vocab_size * cfg.hidden_size))
 prefill_attention = (lengths * (lengths + 1) / 2).sum() * (cfg.num_layers - 1) * cfg.num_heads * cfg.head_dim * 4
 row_steps, slots = int(os.environ.get("ROW_STEPS", 2560)), int(os.environ.get("DECODE_SLOTS", 1100))
 decode_gemm = row_steps * 2 * params

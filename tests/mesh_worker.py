@@ -1,7 +1,8 @@
 """Run real tasks on several (data, model) meshes of this process's devices (1x1 first: the
 1-device reference) and write per mesh what tests/test_mesh.py compares: per-option
 log-probs and chosen options (XCOPA-sw, 5-shot SIB-200 in MILU's prompt), greedy XQuAD-hi
-continuations, sentence embeddings (all-MiniLM-L6-v2, L2-normed), where the weights went
+continuations, this process's share of the scored rows and prompts, sentence embeddings
+(all-MiniLM-L6-v2, L2-normed), where the weights went
 (from the arrays' own shards), the KV caches generation built (their shards' shapes) and the
 process's peak RSS.
 
@@ -127,9 +128,12 @@ def main(out: str, data: str, model_name: str, meshes: str, parts: str = "xcopa-
         entry = {"placement": _placement(scorer)}
         for name, unit in ((n, u) for n, u in scoring.items() if n in wanted):
             entry[name] = [r.logprob for r in scorer.loglikelihood(unit.kind.requests(unit.items))]
+        entry["questions"] = scorer.stats.questions  # this process's share of the rows scored
         with kv_caches() as kv:
             if "generate" in wanted:
-                entry["xquad-hi"] = Generator(model, mesh=mesh).generate(prompts)
+                generator = Generator(model, mesh=mesh)
+                entry["xquad-hi"] = generator.generate(prompts)
+                entry["prompt_tokens"] = generator.stats.prompt_tokens  # this process's share of the prompts
             if "generate-plain" in wanted:
                 entry["xquad-hi-plain"] = Generator(model, mesh=mesh, share_prefixes=False).generate(prompts)
         entry["kv"] = {"xquad-hi": kv}

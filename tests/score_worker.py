@@ -1,16 +1,13 @@
 """Score the first XCOPA-sw questions and continue their premises greedily in a separate
-process (optionally one of several jax.distributed processes); write the results as JSON."""
+process (its device count from XLA_FLAGS); write the results as JSON."""
 import json
 import sys
 from pathlib import Path
 
 
-def main(out: str, data: str, process_id: int, processes: int, port: int) -> None:
+def main(out: str, data: str) -> None:
     import jax
 
-    if processes > 1:
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=processes, process_id=process_id)
     from babeleval.engine.generate import Generator
     from babeleval.requests import Generate
     from babeleval.engine.scoring import Scorer
@@ -27,8 +24,8 @@ def main(out: str, data: str, process_id: int, processes: int, port: int) -> Non
     texts = generator.generate([Generate(q.context, ("\n",), 8) for q in questions[:5]])
     Path(out).write_text(json.dumps({"logprob": [r.logprob for r in results], "rows": scorer.stats.questions,
                                      "texts": texts, "generated": generator.stats.prompt_tokens > 0,
-                                     "devices": jax.local_device_count(), "processes": jax.process_count()}))
+                                     "devices": jax.local_device_count()}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    main(sys.argv[1], sys.argv[2])

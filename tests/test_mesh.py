@@ -7,7 +7,8 @@ per device read from the arrays' shards; generation's KV caches (decode caches, 
 split by KV heads along model where they divide it (a random decoder's 4 KV heads over 2 and
 4, whole over 8; SmolLM2's 3: never), from their shards too. A run on a (2, 2) mesh from the
 CLI, killed and resumed, equals an uninterrupted 1-device run; two jax.distributed processes
-x 2 devices with data=2,model=2 equal one process."""
+x 2 devices with data=2,model=2 split the scored rows and the prompts between them and equal
+one process."""
 import json
 import os
 import subprocess
@@ -164,12 +165,17 @@ def test_two_processes_with_data_2_model_2_equal_one_process(smollm2, shared_dat
                      devices=2, process=(i, 2, port)) for i in range(2)]
     assert all(p.wait(timeout=900) == 0 for p in procs)
     reference = smollm2["meshes"]["1x1"]
+    entries = []
     for i in range(2):
         out = json.loads((tmp_path / f"p{i}.json").read_text())
         entry = out["meshes"]["2x2"]
         assert out["processes"] == 2 and entry["placement"]["mesh"] == {"data": 2, "model": 2}
         assert_same_scores(entry, reference, smollm2["options"])
-        assert entry["xquad-hi"] == reference["xquad-hi"]
+        assert entry["xquad-hi"] == reference["xquad-hi"]  # each generated its share, all got all
+        entries.append(entry)
+    for work in ("questions", "prompt_tokens"):  # the work was split, not done twice
+        shares = [entry[work] for entry in entries]
+        assert sum(shares) == reference[work] and min(shares) > 0, (work, shares)
 
 
 def _babeleval(point: str, out: Path, cache: Path, devices: int, *mesh: str) -> subprocess.CompletedProcess:
