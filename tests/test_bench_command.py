@@ -1,16 +1,22 @@
 """`babeleval bench`: the task's own requests, answered twice; the numbers are the engine's
 (requests, tokens computed) beside what a no-sharing engine computes, counted here again."""
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from babeleval.cli.main import cli
 
+ROOT = Path(__file__).resolve().parents[1]
 
-def test_bench_measures_scoring_and_generation(tmp_path, shared_data):
+
+def test_bench_measures_scoring_and_generation(tmp_path, shared_data, monkeypatch):
+    """An lm-eval generation task is measured on the engine `run` answers it with (HFLM's rules)."""
     out = tmp_path / "bench.json"
-    result = CliRunner().invoke(cli, ["bench", "--task", "cldr-weekdays:fr", "--task", "xquad-hi", "--limit", "3",
-                                      "--data", str(shared_data), "--output", str(out)])
+    monkeypatch.chdir(ROOT)  # the lm-eval task file's data_files are relative to the repository root
+    result = CliRunner().invoke(cli, ["bench", "--task", "cldr-weekdays:fr", "--task", "xquad-hi", "--task",
+                                      f"lm-eval:{ROOT / 'tests/fixtures/lm_eval_tasks/xquad_hi_gen.yaml'}",
+                                      "--limit", "3", "--data", str(shared_data), "--output", str(out)])
     assert result.exit_code == 0, result.output
     bench = json.loads(out.read_text())
     from babeleval.engine.tokenize import split_pairs
@@ -27,9 +33,10 @@ def test_bench_measures_scoring_and_generation(tmp_path, shared_data):
     assert s["tokens_computed"] < s["tokens_without_sharing"]  # the 7 options of a question share its context
     assert 0 < s["mfu"] < 1 and s["compile_seconds"] >= 0 and s["requests_per_second"] > 0
     g = bench["generation"]
-    assert g["requests"] == 3 and g["new_tokens"] > 0 and 0 < g["mfu"] < 1
-    assert bench["documents"] == 6 and bench["peak_flops"] > 1e9
-    assert "scoring: 21 requests" in result.output and "generation: 3 prompts" in result.output
+    assert g["requests"] == 6 and g["new_tokens"] > 0 and 0 < g["mfu"] < 1
+    assert g["engines"] == ["Generator", "ExactGenerator"]  # xquad-hi's requests, then the lm-eval task's
+    assert bench["documents"] == 9 and bench["peak_flops"] > 1e9
+    assert "scoring: 21 requests" in result.output and "generation (Generator, ExactGenerator): 6 prompts" in result.output
 
 
 def test_bench_devices_measures_each_count_in_its_own_process(tmp_path):

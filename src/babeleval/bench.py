@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .errors import BabelevalError
-from .engines import generation_split
+from .engines import Engines
 from .requests import Generate, Loglikelihood
 
 
@@ -52,7 +52,6 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
     """model: a LoadedModel; mesh: 'auto', 'data=D,model=M' or (D, M). Returns the measurements
     (see the module docstring); devices records the mesh and the weights per device."""
     from .engine.devices import describe
-    from .engine.generate import Generator
     from .engine.scoring import Scorer
     from .evaluate import prepare_task
     from .tasks.files import find_tasks
@@ -86,18 +85,22 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
                           "duplicates": s.duplicates, "prefixes": s.prefixes, "prefix_tokens": s.prefix_tokens,
                           "prefix_tokens_reused": s.prefix_tokens_reused, "tokens_per_second": s.tokens_computed / warm,
                           "mfu": 2 * model.num_params * s.tokens_computed / warm / peak}
-    if generating:
-        make = lambda: Generator(model, batch_size=batch_size, mesh=mesh)  # noqa: E731
-        _, cold = _timed(make, lambda e: e.generate_results(generating))
-        engine, warm = _timed(make, lambda e: e.generate_results(generating))
-        s = engine.stats
-        tokens = s.prompt_tokens + s.new_tokens
+    if generating:  # by the engines `run` uses: lm-eval tasks' requests by HFLM's rules (ExactGenerator)
+        kinds = list(dict.fromkeys(type(r) for r in generating))
+        answer = lambda engines: [engines.answer([r for r in generating if type(r) is k]) for k in kinds]  # noqa: E731
+        make = lambda: Engines(model, batch_size=batch_size, mesh=mesh)  # noqa: E731
+        _, cold = _timed(make, answer)
+        engines, warm = _timed(make, answer)
+        s = engines.stats()["generation"]
+        tokens = s["prompt_tokens"] + s["new_tokens"]
         out["generation"] = {"requests": len(generating), "seconds_first_call": round(cold, 2), "seconds": round(warm, 2),
                              "compile_seconds": round(max(cold - warm, 0.0), 2),
-                             "requests_per_second": len(generating) / warm, "prompt_tokens": s.prompt_tokens,
-                             "new_tokens": s.new_tokens, "new_tokens_per_second": s.new_tokens / warm,
-                             "prefixes": s.prefixes, "prefix_tokens": s.prefix_tokens,
-                             "prefix_tokens_reused": s.prefix_tokens_reused, **generation_split(s),
+                             "requests_per_second": len(generating) / warm,
+                             "engines": [type(e).__name__ for k, e in engines.built.items() if k in kinds],
+                             "new_tokens_per_second": s["new_tokens"] / warm,
+                             **{k: s[k] for k in ("prompt_tokens", "new_tokens", "prefixes", "prefix_tokens",
+                                                  "prefix_tokens_reused", "prefill_seconds", "decode_seconds",
+                                                  "decode_row_steps")},
                              "mfu": 2 * model.num_params * tokens / warm / peak}
     return out
 
@@ -125,7 +128,7 @@ def summary_lines(result: dict) -> list[str]:
                      f"{s['prefix_tokens_reused']} tokens), {s['duplicates']} duplicates, MFU {100 * s['mfu']:.1f}%")
     if "generation" in result:
         g = result["generation"]
-        lines.append(f"generation: {g['requests']} prompts, {g['requests_per_second']:.2f} prompts/s, "
+        lines.append(f"generation ({', '.join(g['engines'])}): {g['requests']} prompts, {g['requests_per_second']:.2f} prompts/s, "
                      f"{g['new_tokens_per_second']:.1f} new tokens/s, compile {g['compile_seconds']:.1f} s, "
                      f"{g['prefixes']} shared prefixes ({g['prefix_tokens_reused']} prompt tokens not prefilled again), "
                      f"prefill {g['prefill_seconds']:.1f} s + decode {g['decode_seconds']:.1f} s ({g['decode_row_steps']} "
