@@ -9,7 +9,7 @@ python bench/generation_floor.py   (ROW_STEPS=2560 DECODE_SLOTS=1100: what the b
 import os
 import time
 
-from conftest import SHARED  # noqa: F401  (tests/ on the path)
+from conftest import SHARED  # noqa: E402  (tests/ on the path)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -17,12 +17,11 @@ import numpy as np  # noqa: E402
 
 from babeleval.bench import matmul_peak  # noqa: E402
 from babeleval.engine.sharding import kv_bytes_per_token  # noqa: E402
-from babeleval.evaluate import prepare_task  # noqa: E402
 from babeleval.models import Decoder, build_module  # noqa: E402
 from babeleval.models.decoder import empty_cache  # noqa: E402
 from babeleval.models.layers import _attend_one_query  # noqa: E402
-from babeleval.tasks.files import find_task  # noqa: E402
 from real_models import ours  # noqa: E402
+from xquad_requests import xquad_hi_requests  # noqa: E402
 
 
 def best_ms(fn, *args, repeats=5) -> float:
@@ -38,10 +37,8 @@ def best_ms(fn, *args, repeats=5) -> float:
 
 model = ours("smollm2-135m")
 cfg, dtype = model.config, model.dtype
-unit = prepare_task(find_task("xquad-hi"), SHARED, 400)[0]
-items = list({item.context.split("\nQuestion:")[0]: item for item in reversed(unit.items)}.values())[::-1]
 lengths = np.asarray([len(model.tokenizer.with_prefix(model.tokenizer.encode(r.context)))
-                      for r in unit.kind.requests(items)], np.float64)
+                      for r in xquad_hi_requests(SHARED, 400, one_per_paragraph=True)], np.float64)
 
 kv = 2 * cfg.hidden_size * cfg.num_kv_heads * cfg.head_dim
 layer = 2 * cfg.hidden_size * cfg.num_heads * cfg.head_dim + kv + 3 * cfg.hidden_size * cfg.intermediate_size

@@ -18,22 +18,15 @@ os.environ["BABELEVAL_CACHE"] = tempfile.mkdtemp(prefix="bench-xquad-")  # cold:
 from conftest import SHARED  # noqa: E402  (bench/ and tests/ on the path)
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 from babeleval.engine.generate import Generator  # noqa: E402
-from babeleval.evaluate import prepare_task  # noqa: E402
-from babeleval.requests import cut_at_stop  # noqa: E402
-from babeleval.tasks.files import find_task  # noqa: E402
 from real_models import ours, reference  # noqa: E402
+from xquad_requests import transformers_text, xquad_hi_requests  # noqa: E402
 
 N = int(os.environ.get("QUESTIONS", "1190"))
 EVERY = int(os.environ.get("SAMPLE_EVERY", "10"))
 
-unit = prepare_task(find_task("xquad-hi"), SHARED, N)[0]
-items = unit.items
-if os.environ.get("ONE_PER_PARAGRAPH"):
-    items = list({item.context.split("\nQuestion:")[0]: item for item in reversed(items)}.values())[::-1]
-requests = unit.kind.requests(items)
+requests = xquad_hi_requests(SHARED, N, bool(os.environ.get("ONE_PER_PARAGRAPH")))
 model = ours("smollm2-135m")
 start = time.perf_counter()
 generator = Generator(model)
@@ -52,14 +45,7 @@ hf = reference("smollm2-135m")
 tok = model.tokenizer
 sample = list(range(0, len(requests), EVERY))
 start = time.perf_counter()
-theirs = []
-with torch.no_grad():
-    for i in sample:
-        ids = torch.tensor([generator.prompt_tokens(requests[i].context, 32)])
-        out = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=32, do_sample=False,
-                          pad_token_id=tok.eos_id, eos_token_id=tok.eos_id)[0, ids.shape[1]:].tolist()
-        text = tok.decode(out[:out.index(tok.eos_id)] if tok.eos_id in out else out)
-        theirs.append(cut_at_stop(text if tok.eos_id in out else text.rstrip("\ufffd"), ("\n",)))
+theirs = [transformers_text(hf, tok, generator.prompt_tokens(requests[i].context, 32), 32, ("\n",)) for i in sample]
 hf_sample_s = time.perf_counter() - start
 share = sum(prompt_tokens[i] + 32 for i in sample) / sum(t + 32 for t in prompt_tokens)
 hf_s = hf_sample_s / share
