@@ -2,7 +2,6 @@
 device per core unless the user chose. (Two jax.distributed processes: tests/test_mesh.py.)"""
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,12 +10,6 @@ import jax
 import numpy as np
 
 WORKER = Path(__file__).parent / "score_worker.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _spawn(out: Path, data: Path, devices: int):

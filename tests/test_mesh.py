@@ -11,6 +11,7 @@ x 2 devices with data=2,model=2 split the scored rows and the prompts between th
 one process."""
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_devices import _free_port
 from test_kill_resume import WORKER as KILL_WORKER, complete_records, task_results
 
 pytestmark = pytest.mark.slow
@@ -36,6 +36,12 @@ PARTS = "xcopa-sw,sib200-milu,generate,embed,tiny"
 # SmolLM2 worker cost CI ~4.5 minutes of compiling on a slow host).
 ROUNDS = (("1x1:" + PARTS.replace(",", "+") + "+generate-plain", "1x8", "4x2:tiny"), ("8x1", "2x4"))
 TINY_ONLY = ("4x2",)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _worker(out: Path, data: Path, model: str, meshes, parts=None, devices=8, process=None):

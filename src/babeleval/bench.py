@@ -96,7 +96,7 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
         out["generation"] = {"requests": len(generating), "seconds_first_call": round(cold, 2), "seconds": round(warm, 2),
                              "compile_seconds": round(max(cold - warm, 0.0), 2),
                              "requests_per_second": len(generating) / warm,
-                             "engines": [type(e).__name__ for k, e in engines.built.items() if k in kinds],
+                             "engines": [type(engines.built[k]).__name__ for k in kinds],
                              "new_tokens_per_second": s["new_tokens"] / warm,
                              **{k: s[k] for k in ("prompt_tokens", "new_tokens", "prefixes", "prefix_tokens",
                                                   "prefix_tokens_reused", "prefill_seconds", "decode_seconds",
