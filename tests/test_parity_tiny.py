@@ -5,7 +5,7 @@ import pytest
 
 from babeleval.engine.forward import decoder_logits, encoder_forward
 from babeleval.loading import load_model
-from tiny_models import CONFIGS, ENCODERS, VOCAB, build
+from tiny_models import CONFIGS, ENCODERS, LEGACY, VOCAB, build, build_legacy
 
 LENGTH = 12
 
@@ -19,11 +19,18 @@ def padded_batch(pad_id):
     return np.where(mask == 1, ids, pad_id), mask
 
 
-@pytest.mark.parametrize("family", list(CONFIGS))
+@pytest.mark.parametrize("family", list(CONFIGS) + [f"legacy:{name}" for name in LEGACY])
 def test_logits_match_transformers(family, tmp_path):
+    """legacy:NAME: the config.json as many hub checkpoints have it (no layer_types, Gemma 3's
+    sliding_window_pattern and rope_local_base_freq, Gemma's hidden_act "gelu", Qwen2's
+    use_sliding_window, a rope_scaling "type"), at 12 tokens: beyond the sliding window of 4."""
     import torch
 
-    torch_model = build(family, tmp_path)
+    if family.startswith("legacy:"):
+        torch_model = build_legacy(family.split(":")[1], tmp_path)
+        family = LEGACY[family.split(":")[1]][0]
+    else:
+        torch_model = build(family, tmp_path)
     ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
     ours = load_model(str(tmp_path))
     with torch.no_grad():
@@ -109,3 +116,14 @@ def test_last_layer_at_chosen_positions_only(family, tmp_path):
     for ours_layer, full_layer in zip(picked_cache, cache):
         for name in ("k", "v"):
             np.testing.assert_array_equal(np.asarray(ours_layer[name]), np.asarray(full_layer[name]))
+
+
+def test_legacy_gemma_gelu_is_the_tanh_approximation():
+    """Gemma's hub configs say hidden_act "gelu" (hidden_activation null); transformers takes it
+    for the tanh approximation, whose logits on the tiny model differ by less than the tolerance."""
+    from babeleval.loading.hf_config import config_from_hf
+
+    raw = dict(CONFIGS["gemma"][1], model_type="gemma", hidden_act="gelu", hidden_activation=None)
+    assert config_from_hf(raw).activation == "gelu_tanh"
+    assert config_from_hf(dict(raw, hidden_act="gelu_new")).activation == "gelu_tanh"
+    assert config_from_hf(dict(raw, model_type="llama", hidden_act="gelu")).activation == "gelu"

@@ -62,3 +62,31 @@ def build(name: str, folder: Path):
     model.save_pretrained(folder)
     word_tokenizer(folder)
     return model
+
+
+# Hub config.json layouts written before transformers 5 stored layer_types and rope_parameters:
+# family -> (tiny family to build, keys to drop, keys to set). transformers derives the layer
+# types, local RoPE theta, scaling type and activation from these legacy keys.
+LEGACY = {
+    "gemma2": ("gemma2", ("layer_types",), {}),
+    "gemma3": ("gemma3", ("layer_types", "rope_parameters"),
+               dict(sliding_window_pattern=3, rope_theta=1_000_000.0, rope_local_base_freq=10_000.0)),
+    "gemma": ("gemma", ("hidden_activation",), dict(hidden_act="gelu")),
+    "qwen2-sliding": ("qwen2", ("layer_types",), dict(use_sliding_window=True, sliding_window=4, max_window_layers=1)),
+    "llama-linear-rope": ("llama", ("rope_parameters",), dict(rope_theta=10000.0, rope_scaling={"type": "linear", "factor": 4.0})),
+}
+
+
+def build_legacy(name: str, folder: Path):
+    """A tiny model whose config.json is rewritten in the legacy hub layout; returns transformers'
+    model loaded back from that folder (what a user of the hub checkpoint gets)."""
+    import json
+
+    import transformers
+
+    family, drop, extra = LEGACY[name]
+    build(family, folder)
+    path = folder / "config.json"
+    raw = {k: v for k, v in json.loads(path.read_text()).items() if k not in drop}
+    path.write_text(json.dumps({**raw, **extra}, indent=1))
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()

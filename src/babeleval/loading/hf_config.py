@@ -20,6 +20,16 @@ FAMILY_FLAGS = {
 }
 ENCODERS = ("bert", "xlm-roberta", "roberta")
 SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom") + ENCODERS
+# What transformers' config classes assume when a hub config.json lacks a key (written before
+# transformers stored it): read off transformers 5's configuration_<family>.py.
+GEMMA_DEFAULTS = dict(hidden_activation="gelu_pytorch_tanh", sliding_window=4096, query_pre_attn_scalar=256)
+HF_DEFAULTS = {
+    "gemma": dict(hidden_act="gelu_pytorch_tanh"),
+    "gemma2": dict(GEMMA_DEFAULTS, attn_logit_softcapping=50.0, final_logit_softcapping=30.0),
+    "gemma3_text": dict(GEMMA_DEFAULTS, rope_theta=1_000_000.0, rope_local_base_freq=10_000.0, sliding_window_pattern=6),
+    "qwen2": dict(sliding_window=4096, max_window_layers=28),
+    "qwen3": dict(sliding_window=4096, max_window_layers=28),
+}
 
 
 def _rope(raw: dict, layer_kind: str = "full_attention") -> tuple[float, tuple]:
@@ -28,33 +38,65 @@ def _rope(raw: dict, layer_kind: str = "full_attention") -> tuple[float, tuple]:
         params = params[layer_kind]
     params = dict(params or raw.get("rope_scaling") or {})
     theta = params.pop("rope_theta", raw.get("rope_theta", 10000.0))
-    if params.get("rope_type", params.get("type", "default")) == "default":
+    if "type" in params:  # the legacy spelling of rope_type (Llama 2 "linear" configs)
+        params.setdefault("rope_type", params.pop("type"))
+    if params.get("rope_type", "default") == "default":
         params = {}
-    return float(theta), tuple(sorted((k, v) for k, v in params.items() if v is not None and k != "type"))
+    return float(theta), tuple(sorted((k, v) for k, v in params.items() if v is not None))
 
 
-def _layer_types(raw: dict, n: int) -> tuple:
+def _layer_types(raw: dict, model_type: str, n: int) -> tuple:
+    """Per-layer "full" | "sliding": config.json's layer_types, else what transformers derives
+    from the legacy keys (Gemma 2 alternates from a sliding first layer, Gemma 3 repeats
+    sliding_window_pattern - 1 sliding layers and a global one, Qwen2/3 with use_sliding_window
+    slide from max_window_layers on)."""
     kinds = raw.get("layer_types")
-    if not kinds:
-        return ()
-    return tuple("sliding" if k == "sliding_attention" else "full" for k in kinds[:n])
+    if kinds:
+        return tuple("sliding" if k == "sliding_attention" else "full" for k in kinds[:n])
+    if model_type == "gemma2":
+        return tuple("sliding" if (i + 1) % 2 else "full" for i in range(n))
+    if model_type == "gemma3_text":
+        pattern = raw["sliding_window_pattern"]
+        return tuple("sliding" if (i + 1) % pattern else "full" for i in range(n))
+    if model_type in ("qwen2", "qwen3") and raw.get("use_sliding_window") and raw.get("sliding_window"):
+        return tuple("sliding" if i >= raw["max_window_layers"] else "full" for i in range(n))
+    return ()
+
+
+def _local_theta(raw: dict, model_type: str) -> float | None:
+    """Gemma 3's sliding layers rotate with their own theta (rope_parameters' sliding_attention
+    entry, or the legacy rope_local_base_freq)."""
+    if "sliding_attention" in (raw.get("rope_parameters") or {}):
+        return _rope(raw, "sliding_attention")[0]
+    if model_type == "gemma3_text":
+        return float(raw["rope_local_base_freq"])
+    return None
+
+
+def _activation_name(raw: dict, model_type: str, flags: dict) -> str:
+    """transformers' Gemma (1) reads hidden_act only and takes its legacy "gelu" for the tanh
+    approximation; Gemma 2/3 read hidden_activation; the rest hidden_act."""
+    if model_type == "gemma":
+        return "gelu_pytorch_tanh" if raw["hidden_act"] == "gelu" else raw["hidden_act"]
+    if model_type.startswith("gemma"):
+        return raw["hidden_activation"]
+    return raw.get("hidden_act") or flags.get("activation", "silu")
 
 
 def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
     flags = FAMILY_FLAGS[model_type]
+    raw = {**HF_DEFAULTS.get(model_type, {}), **raw}
     hidden = raw["hidden_size"]
     heads = raw["num_attention_heads"]
     head_dim = raw.get("head_dim") or hidden // heads
     n = raw["num_hidden_layers"]
     theta, scaling = _rope(raw)
-    local_theta = _rope(raw, "sliding_attention")[0] if "sliding_attention" in (raw.get("rope_parameters") or {}) else None
-    layer_types = _layer_types(raw, n)
+    layer_types = _layer_types(raw, model_type, n)
     window = raw.get("sliding_window")
     if model_type in ("mistral",) and window and not layer_types:
         layer_types = ("sliding",) * n
     if model_type in ("qwen2", "qwen3") and not raw.get("use_sliding_window"):
         window, layer_types = None, ()
-    act = raw.get("hidden_activation") or raw.get("hidden_act") or flags.get("activation", "silu")
     scalar = raw.get("query_pre_attn_scalar")
     return DecoderConfig(
         arch=model_type,
@@ -68,7 +110,7 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         max_positions=raw.get("max_position_embeddings", 8192),
         norm_eps=raw.get("rms_norm_eps", 1e-6),
         rope_theta=theta,
-        rope_local_theta=local_theta,
+        rope_local_theta=_local_theta(raw, model_type),
         rope_scaling=scaling,
         out_bias=bool(raw.get("attention_bias")) and model_type != "qwen2",
         mlp_bias=bool(raw.get("mlp_bias")),
@@ -81,7 +123,7 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         eos_token_id=_first(raw.get("eos_token_id")),
         pad_token_id=_first(raw.get("pad_token_id")),
         **{**flags, "qkv_bias": flags.get("qkv_bias", False) or bool(raw.get("attention_bias")),
-           "activation": _activation(act), "tie_embeddings": raw.get("tie_word_embeddings", flags.get("tie_embeddings", False))},
+           "activation": _activation(_activation_name(raw, model_type, flags)), "tie_embeddings": raw.get("tie_word_embeddings", flags.get("tie_embeddings", False))},
     )
 
 
