@@ -27,6 +27,13 @@ CONFIGS = {
                                 eos_token_id=2)),
     "bloom": ("BloomConfig", dict(vocab_size=VOCAB, hidden_size=72, n_layer=3, n_head=6, bos_token_id=1,
                                   eos_token_id=2, pad_token_id=0)),
+    "cohere": ("CohereConfig", dict(COMMON, num_key_value_heads=2, logit_scale=0.25)),
+    "cohere-qk-norm": ("CohereConfig", dict(COMMON, num_key_value_heads=2, logit_scale=0.25, use_qk_norm=True)),
+    "cohere2": ("Cohere2Config", dict(COMMON, num_key_value_heads=2, logit_scale=0.25, sliding_window=4,
+                                      layer_types=["sliding_attention", "sliding_attention", "full_attention"])),
+    "gpt_neox": ("GPTNeoXConfig", dict(COMMON, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                                    partial_rotary_factor=0.25))),
+    "gpt_neox-sequential": ("GPTNeoXConfig", dict(COMMON, use_parallel_residual=False, hidden_act="gelu_new")),
     "bert": ("BertConfig", dict(COMMON)),
     "xlm-roberta": ("XLMRobertaConfig", dict(COMMON, pad_token_id=1)),
 }
@@ -73,6 +80,8 @@ LEGACY = {
                dict(sliding_window_pattern=3, rope_theta=1_000_000.0, rope_local_base_freq=10_000.0)),
     "gemma": ("gemma", ("hidden_activation",), dict(hidden_act="gelu")),
     "qwen2-sliding": ("qwen2", ("layer_types",), dict(use_sliding_window=True, sliding_window=4, max_window_layers=1)),
+    "cohere2": ("cohere2", ("layer_types",), dict(sliding_window_pattern=3)),
+    "gpt_neox": ("gpt_neox", ("rope_parameters",), dict(rotary_pct=0.5, rotary_emb_base=1000.0)),
     "llama-linear-rope": ("llama", ("rope_parameters",), dict(rope_theta=10000.0, rope_scaling={"type": "linear", "factor": 4.0})),
 }
 

@@ -9,6 +9,11 @@ from ..errors import BabelevalError
 from ..models.config import DecoderConfig, EncoderConfig
 
 GEMMA = dict(norm_offset=1.0, activation="gelu_tanh", embed_scale=True, tie_embeddings=True)
+# Cohere (Aya 23, Command R/R+): attention and MLP in parallel from one LayerNorm without bias,
+# interleaved rotary, scaled logits; Cohere 2 (Aya Expanse, Command R7B) adds sliding layers
+# and leaves the global ones without positions.
+COHERE = dict(norm="layer", norm_bias=False, parallel_residual=True, shared_norm=True, rope_interleaved=True,
+              tie_embeddings=True)
 FAMILY_FLAGS = {
     "llama": dict(),
     "mistral": dict(),
@@ -17,9 +22,11 @@ FAMILY_FLAGS = {
     "gemma": dict(GEMMA),
     "gemma2": dict(GEMMA, sandwich_norm=True),
     "gemma3_text": dict(GEMMA, sandwich_norm=True, qk_norm=True),
+    "cohere": dict(COHERE),
+    "cohere2": dict(COHERE, rope_sliding_only=True),
 }
 ENCODERS = ("bert", "xlm-roberta", "roberta")
-SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom") + ENCODERS
+SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom", "gpt_neox") + ENCODERS
 # What transformers' config classes assume when a hub config.json lacks a key (written before
 # transformers stored it): read off transformers 5's configuration_<family>.py.
 GEMMA_DEFAULTS = dict(hidden_activation="gelu_pytorch_tanh", sliding_window=4096, query_pre_attn_scalar=256)
@@ -29,6 +36,8 @@ HF_DEFAULTS = {
     "gemma3_text": dict(GEMMA_DEFAULTS, rope_theta=1_000_000.0, rope_local_base_freq=10_000.0, sliding_window_pattern=6),
     "qwen2": dict(sliding_window=4096, max_window_layers=28),
     "qwen3": dict(sliding_window=4096, max_window_layers=28),
+    "cohere": dict(logit_scale=0.0625, layer_norm_eps=1e-5),
+    "cohere2": dict(logit_scale=0.0625, layer_norm_eps=1e-5, sliding_window=4096, sliding_window_pattern=4),
 }
 
 
@@ -55,7 +64,7 @@ def _layer_types(raw: dict, model_type: str, n: int) -> tuple:
         return tuple("sliding" if k == "sliding_attention" else "full" for k in kinds[:n])
     if model_type == "gemma2":
         return tuple("sliding" if (i + 1) % 2 else "full" for i in range(n))
-    if model_type == "gemma3_text":
+    if model_type in ("gemma3_text", "cohere2"):
         pattern = raw["sliding_window_pattern"]
         return tuple("sliding" if (i + 1) % pattern else "full" for i in range(n))
     if model_type in ("qwen2", "qwen3") and raw.get("use_sliding_window") and raw.get("sliding_window"):
@@ -108,7 +117,7 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         head_dim=head_dim,
         intermediate_size=raw["intermediate_size"],
         max_positions=raw.get("max_position_embeddings", 8192),
-        norm_eps=raw.get("rms_norm_eps", 1e-6),
+        norm_eps=raw.get("rms_norm_eps", raw.get("layer_norm_eps", 1e-6)),
         rope_theta=theta,
         rope_local_theta=_local_theta(raw, model_type),
         rope_scaling=scaling,
@@ -123,7 +132,9 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         eos_token_id=_first(raw.get("eos_token_id")),
         pad_token_id=_first(raw.get("pad_token_id")),
         **{**flags, "qkv_bias": flags.get("qkv_bias", False) or bool(raw.get("attention_bias")),
-           "activation": _activation(_activation_name(raw, model_type, flags)), "tie_embeddings": raw.get("tie_word_embeddings", flags.get("tie_embeddings", False))},
+           "activation": _activation(_activation_name(raw, model_type, flags)),
+           "qk_norm": flags.get("qk_norm", False) or bool(raw.get("use_qk_norm")),
+           "qk_norm_per_head": bool(raw.get("use_qk_norm")), "logit_scale": raw.get("logit_scale"), "tie_embeddings": raw.get("tie_word_embeddings", flags.get("tie_embeddings", False))},
     )
 
 
@@ -137,6 +148,25 @@ def _gpt2(raw: dict) -> DecoderConfig:
         activation=_activation(raw.get("activation_function", "gelu_new")), position="learned",
         qkv_bias=True, out_bias=True, mlp_bias=True, tie_embeddings=True,
         bos_token_id=raw.get("bos_token_id"), eos_token_id=raw.get("eos_token_id"),
+    )
+
+
+def _gpt_neox(raw: dict) -> DecoderConfig:
+    """Pythia and GPT-NeoX: LayerNorms with bias, fused qkv, partial rotary (rotary_pct), the
+    MLP beside the attention (use_parallel_residual) from a norm of its own."""
+    hidden, heads = raw["hidden_size"], raw["num_attention_heads"]
+    params = raw.get("rope_parameters") or {}
+    return DecoderConfig(
+        arch="gpt_neox", vocab_size=raw["vocab_size"], hidden_size=hidden, num_layers=raw["num_hidden_layers"],
+        num_heads=heads, num_kv_heads=heads, head_dim=hidden // heads, intermediate_size=raw["intermediate_size"],
+        max_positions=raw.get("max_position_embeddings", 2048), norm="layer", norm_eps=raw.get("layer_norm_eps", 1e-5),
+        mlp="plain", activation=_activation(raw.get("hidden_act", "gelu")),
+        rope_theta=float(params.get("rope_theta", raw.get("rotary_emb_base", 10000.0))),
+        rope_fraction=float(params.get("partial_rotary_factor", raw.get("rotary_pct", 0.25))),
+        qkv_bias=raw.get("attention_bias", True), out_bias=raw.get("attention_bias", True), mlp_bias=True,
+        parallel_residual=raw.get("use_parallel_residual", True), tie_embeddings=raw.get("tie_word_embeddings", False),
+        bos_token_id=_first(raw.get("bos_token_id")), eos_token_id=_first(raw.get("eos_token_id")),
+        pad_token_id=_first(raw.get("pad_token_id")),
     )
 
 
@@ -189,6 +219,8 @@ def config_from_hf(raw: dict, source: str = "config.json") -> DecoderConfig | En
         return _gpt2(raw)
     if model_type == "bloom":
         return _bloom(raw)
+    if model_type == "gpt_neox":
+        return _gpt_neox(raw)
     if model_type in ENCODERS:
         return _encoder(raw, model_type)
     raise BabelevalError(

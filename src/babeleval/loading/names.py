@@ -56,6 +56,18 @@ BLOOM_RULES = [
     (r"(?:transformer\.)?h\.(\d+)\.mlp\.dense_h_to_4h", r"layers_\1/mlp/up", "linear"),
     (r"(?:transformer\.)?h\.(\d+)\.mlp\.dense_4h_to_h", r"layers_\1/mlp/down", "linear"),
 ]
+NEOX = r"(?:gpt_neox\.)?"
+GPT_NEOX_RULES = [
+    (NEOX + r"embed_in", "embed", "embed"),
+    (NEOX + r"final_layer_norm", "final_norm", "norm"),
+    (r"embed_out", "lm_head", "linear"),
+    (NEOX + r"layers\.(\d+)\.input_layernorm", r"layers_\1/attn_norm", "norm"),
+    (NEOX + r"layers\.(\d+)\.post_attention_layernorm", r"layers_\1/mlp_norm", "norm"),
+    (NEOX + r"layers\.(\d+)\.attention\.query_key_value", r"layers_\1/attn", "bloom_qkv"),
+    (NEOX + r"layers\.(\d+)\.attention\.dense", r"layers_\1/attn/o", "linear"),
+    (NEOX + r"layers\.(\d+)\.mlp\.dense_h_to_4h", r"layers_\1/mlp/up", "linear"),
+    (NEOX + r"layers\.(\d+)\.mlp\.dense_4h_to_h", r"layers_\1/mlp/down", "linear"),
+]
 ENC = r"(?:bert\.|roberta\.)?"
 ENCODER_RULES = [
     (ENC + r"embeddings\.word_embeddings", "embed", "embed"),
@@ -74,7 +86,7 @@ ENCODER_RULES = [
 ]
 # Buffers and heads that carry no parameter of ours.
 IGNORED = re.compile(
-    r"(rotary_emb\.inv_freq|\.attn\.(masked_)?bias$|position_ids|^cls\.|^lm_head\.|"
+    r"(rotary_emb\.inv_freq|\.attn\.(masked_)?bias$|\.attention\.(masked_)?bias$|position_ids|^cls\.|^lm_head\.|"
     r"vision_tower|multi_modal_projector|^model\.vision)"
 )
 # Parameters a checkpoint may legitimately lack: encoders saved without a pooler.
@@ -84,7 +96,7 @@ OPTIONAL = {"pooler"}
 def rules_for(cfg) -> list:
     if isinstance(cfg, EncoderConfig):
         return ENCODER_RULES
-    return {"gpt2": GPT2_RULES, "bloom": BLOOM_RULES}.get(cfg.arch) or llama_rules(cfg)
+    return {"gpt2": GPT2_RULES, "bloom": BLOOM_RULES, "gpt_neox": GPT_NEOX_RULES}.get(cfg.arch) or llama_rules(cfg)
 
 
 def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str, np.ndarray]:
@@ -99,7 +111,7 @@ def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str
         return {f"{path}/kernel": array.T if kind == "linear" else array}
     if kind == "gpt2_qkv":  # Conv1D [in, 3*D] or bias [3*D], order q, k, v
         parts = np.split(array, 3, axis=-1)
-    else:  # bloom: rows are [heads, (q, k, v), head_dim]
+    else:  # bloom, gpt_neox: rows are [heads, (q, k, v), head_dim]
         h, d = cfg.num_heads, cfg.head_dim
         fused = array.reshape(h, 3, d, *array.shape[1:])
         parts = [fused[:, j].reshape(h * d, *array.shape[1:]) for j in range(3)]

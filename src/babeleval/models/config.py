@@ -48,22 +48,30 @@ class DecoderConfig:
     norm: str = "rms"  # "rms" | "layer"
     norm_eps: float = 1e-6
     norm_offset: float = 0.0  # Gemma scales by (1 + w)
+    norm_bias: bool = True  # LayerNorm's bias (Cohere's has none)
     mlp: str = "gated"  # "gated" (gate*up -> down) | "plain" (up -> act -> down)
     activation: str = "silu"  # "silu" | "gelu_tanh" | "gelu"
     position: str = "rope"  # "rope" | "learned" | "alibi"
     rope_theta: float = 10000.0
     rope_local_theta: float | None = None  # Gemma 3 local (sliding) layers
     rope_scaling: tuple = ()  # sorted (key, value) pairs of HF rope parameters
+    rope_fraction: float = 1.0  # GPT-NeoX rotates the first rotary_pct of each head's dims
+    rope_interleaved: bool = False  # Cohere pairs dims (2i, 2i+1), not (i, i+D/2)
+    rope_sliding_only: bool = False  # Cohere 2: global layers have no positions at all
     qkv_bias: bool = False
     out_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False
+    qk_norm_per_head: bool = False  # Cohere: one norm weight per head
+    parallel_residual: bool = False  # x + attn(norm(x)) + mlp(norm'(x)): GPT-NeoX, Cohere
+    shared_norm: bool = False  # with parallel_residual: the MLP reads the attention's norm (Cohere)
     sandwich_norm: bool = False  # Gemma 2/3: norms after attention and MLP too
     embed_scale: bool = False  # multiply embeddings by sqrt(hidden_size)
     embed_norm: bool = False  # BLOOM: LayerNorm right after the embedding
     attn_scale: float | None = None  # default head_dim ** -0.5
     attn_softcap: float | None = None
     final_softcap: float | None = None
+    logit_scale: float | None = None  # Cohere multiplies the logits
     sliding_window: int | None = None
     layer_types: tuple = ()  # per layer "full" | "sliding"; empty = all full
     tie_embeddings: bool = False
@@ -74,6 +82,10 @@ class DecoderConfig:
 
     def __post_init__(self):
         check_choices(self)
+
+    @property
+    def rope_dim(self) -> int:
+        return int(self.head_dim * self.rope_fraction)
 
     def is_sliding(self, layer: int) -> bool:
         return bool(self.layer_types) and self.layer_types[layer] == "sliding" and self.sliding_window is not None

@@ -18,8 +18,8 @@ from .config import DecoderConfig
 from .layers import MLP, Norm, alibi_slopes, apply_rope, attend, attend_fused, attention_implementation, rope_inv_freq
 
 
-def _norm(cfg: DecoderConfig, name: str, eps=None) -> Norm:
-    return Norm(cfg.norm, eps or cfg.norm_eps, cfg.norm_offset, name=name)
+def _norm(cfg: DecoderConfig, name: str, per_head: bool = False) -> Norm:
+    return Norm(cfg.norm, cfg.norm_eps, cfg.norm_offset, cfg.norm_bias, per_head, name=name)
 
 
 class Attention(nn.Module):
@@ -41,14 +41,15 @@ class Attention(nn.Module):
         k = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "k")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
         v = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "v")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
         if cfg.qk_norm:
-            q = _norm(cfg, "q_norm")(q)
-            k = _norm(cfg, "k_norm")(k)
+            q = _norm(cfg, "q_norm", cfg.qk_norm_per_head)(q)
+            k = _norm(cfg, "k_norm", cfg.qk_norm_per_head)(k)
         sliding = cfg.is_sliding(self.layer)
-        if cfg.position == "rope":
+        if cfg.position == "rope" and (sliding or not cfg.rope_sliding_only):
             theta = cfg.rope_local_theta if sliding and cfg.rope_local_theta else cfg.rope_theta
             scaling = () if sliding and cfg.rope_local_theta else cfg.rope_scaling
-            inv_freq = jnp.asarray(rope_inv_freq(cfg.head_dim, theta, scaling))
-            q, k = apply_rope(q, q_positions, inv_freq), apply_rope(k, positions, inv_freq)
+            inv_freq = jnp.asarray(rope_inv_freq(cfg.rope_dim, theta, scaling))
+            q = apply_rope(q, q_positions, inv_freq, cfg.rope_interleaved)
+            k = apply_rope(k, positions, inv_freq, cfg.rope_interleaved)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, D], the cache layout
         if cache is not None:
             k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, 0, cache_index, 0))
@@ -78,13 +79,18 @@ class Block(nn.Module):
     @nn.compact
     def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None):
         cfg = self.cfg
+        normed = _norm(cfg, "attn_norm")(x)
         h, cache = Attention(cfg, self.layer, self.dtype, name="attn")(
-            _norm(cfg, "attn_norm")(x), positions, mask, kv_positions, cache, cache_index, queries
+            normed, positions, mask, kv_positions, cache, cache_index, queries
         )
         if cfg.sandwich_norm:
             h = _norm(cfg, "post_attn_norm")(h)
-        x = (x if queries is None else _at(x, queries)) + h
+        at = (lambda y: y) if queries is None else (lambda y: _at(y, queries))
         mlp = MLP(cfg.hidden_size, cfg.intermediate_size, cfg.mlp, cfg.activation, cfg.mlp_bias, self.dtype, name="mlp")
+        if cfg.parallel_residual:  # both branches read the block's input
+            mlp_in = at(normed) if cfg.shared_norm else _norm(cfg, "mlp_norm")(at(x))
+            return at(x) + h + mlp(mlp_in), cache
+        x = at(x) + h
         h = mlp(_norm(cfg, "mlp_norm")(x))
         if cfg.sandwich_norm:
             h = _norm(cfg, "post_mlp_norm")(h)
@@ -142,6 +148,8 @@ class Decoder(nn.Module):
         else:
             out = self.lm_head(hidden)
         out = out.astype(jnp.float32)
+        if self.cfg.logit_scale:
+            out = out * self.cfg.logit_scale
         if self.cfg.final_softcap:
             out = jnp.tanh(out / self.cfg.final_softcap) * self.cfg.final_softcap
         return out

@@ -21,25 +21,30 @@ NEG_INF = -1e30
 
 
 class Norm(nn.Module):
-    """RMSNorm (optionally scaled by 1 + w, as Gemma) or LayerNorm with bias; computed in fp32."""
+    """RMSNorm (optionally scaled by 1 + w, as Gemma) or LayerNorm (with or without bias, as
+    Cohere); computed in fp32. per_head: one scale per head over the last axis of [.., H, D]
+    (Cohere's qk-norm), else one over the last axis."""
 
     kind: str = "rms"
     eps: float = 1e-6
     offset: float = 0.0
+    bias: bool = True
+    per_head: bool = False
 
     @nn.compact
     def __call__(self, x):
-        dim = x.shape[-1]
+        shape = x.shape[-2:] if self.per_head else x.shape[-1:]
         h = x.astype(jnp.float32)
         if self.kind == "rms":
-            scale = self.param("scale", nn.initializers.zeros if self.offset else nn.initializers.ones, (dim,))
+            scale = self.param("scale", nn.initializers.zeros if self.offset else nn.initializers.ones, shape)
             h = h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + self.eps)
             return (h * (self.offset + scale.astype(jnp.float32))).astype(x.dtype)
-        scale = self.param("scale", nn.initializers.ones, (dim,))
-        bias = self.param("bias", nn.initializers.zeros, (dim,))
+        scale = self.param("scale", nn.initializers.ones, shape)
         h = h - jnp.mean(h, axis=-1, keepdims=True)
-        h = h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + self.eps)
-        return (h * scale.astype(jnp.float32) + bias.astype(jnp.float32)).astype(x.dtype)
+        h = h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + self.eps) * scale.astype(jnp.float32)
+        if self.bias:
+            h = h + self.param("bias", nn.initializers.zeros, shape).astype(jnp.float32)
+        return h.astype(x.dtype)
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: tuple) -> np.ndarray:
@@ -62,14 +67,23 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: tuple) -> np.ndarray:
     return inv.astype(np.float32)
 
 
-def apply_rope(x, positions, inv_freq):
-    """Rotate-half RoPE (the HF layout). x: [B, T, H, D], positions: [B, T]."""
-    angles = positions[..., None].astype(jnp.float32) * inv_freq  # [B, T, D/2]
-    cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)[:, :, None, :]
-    sin = jnp.concatenate([jnp.sin(angles)] * 2, axis=-1)[:, :, None, :]
-    half = x.shape[-1] // 2
-    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return (x.astype(jnp.float32) * cos + rotated.astype(jnp.float32) * sin).astype(x.dtype)
+def apply_rope(x, positions, inv_freq, interleaved: bool = False):
+    """RoPE on the first 2 * len(inv_freq) dims of each head (all of them but for GPT-NeoX's
+    partial rotary), the rest passed through. Rotate-half pairs dims (i, i + n/2), the HF
+    layout; interleaved pairs (2i, 2i + 1), Cohere's. x: [B, T, H, D], positions: [B, T]."""
+    angles = positions[..., None].astype(jnp.float32) * inv_freq  # [B, T, n/2]
+    n = 2 * inv_freq.shape[-1]
+    rot, rest = x[..., :n].astype(jnp.float32), x[..., n:]
+    if interleaved:
+        cos = jnp.repeat(jnp.cos(angles), 2, axis=-1)[:, :, None, :]
+        sin = jnp.repeat(jnp.sin(angles), 2, axis=-1)[:, :, None, :]
+        rotated = jnp.stack([-rot[..., 1::2], rot[..., ::2]], axis=-1).reshape(rot.shape)
+    else:
+        cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)[:, :, None, :]
+        sin = jnp.concatenate([jnp.sin(angles)] * 2, axis=-1)[:, :, None, :]
+        rotated = jnp.concatenate([-rot[..., n // 2:], rot[..., : n // 2]], axis=-1)
+    out = (rot * cos + rotated * sin).astype(x.dtype)
+    return out if n == x.shape[-1] else jnp.concatenate([out, rest], axis=-1)
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
