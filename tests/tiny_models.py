@@ -34,6 +34,9 @@ CONFIGS = {
     "gpt_neox": ("GPTNeoXConfig", dict(COMMON, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
                                                                     partial_rotary_factor=0.25))),
     "gpt_neox-sequential": ("GPTNeoXConfig", dict(COMMON, use_parallel_residual=False, hidden_act="gelu_new")),
+    "olmo2": ("Olmo2Config", dict(COMMON, num_key_value_heads=2)),
+    "xglm": ("XGLMConfig", dict(vocab_size=VOCAB, d_model=64, ffn_dim=128, num_layers=3, attention_heads=4,
+                                max_position_embeddings=128, pad_token_id=5, bos_token_id=1, eos_token_id=2)),
     "bert": ("BertConfig", dict(COMMON)),
     "xlm-roberta": ("XLMRobertaConfig", dict(COMMON, pad_token_id=1)),
 }

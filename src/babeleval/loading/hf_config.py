@@ -13,7 +13,7 @@ GEMMA = dict(norm_offset=1.0, activation="gelu_tanh", embed_scale=True, tie_embe
 # interleaved rotary, scaled logits; Cohere 2 (Aya Expanse, Command R7B) adds sliding layers
 # and leaves the global ones without positions.
 COHERE = dict(norm="layer", norm_bias=False, parallel_residual=True, shared_norm=True, rope_interleaved=True,
-              tie_embeddings=True)
+              qk_norm_shape="per_head", tie_embeddings=True)
 FAMILY_FLAGS = {
     "llama": dict(),
     "mistral": dict(),
@@ -24,9 +24,10 @@ FAMILY_FLAGS = {
     "gemma3_text": dict(GEMMA, sandwich_norm=True, qk_norm=True),
     "cohere": dict(COHERE),
     "cohere2": dict(COHERE, rope_sliding_only=True),
+    "olmo2": dict(qk_norm=True, qk_norm_shape="all", pre_norm=False, sandwich_norm=True),  # norms after each branch
 }
 ENCODERS = ("bert", "xlm-roberta", "roberta")
-SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom", "gpt_neox") + ENCODERS
+SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom", "gpt_neox", "xglm") + ENCODERS
 # What transformers' config classes assume when a hub config.json lacks a key (written before
 # transformers stored it): read off transformers 5's configuration_<family>.py.
 GEMMA_DEFAULTS = dict(hidden_activation="gelu_pytorch_tanh", sliding_window=4096, query_pre_attn_scalar=256)
@@ -134,7 +135,7 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         **{**flags, "qkv_bias": flags.get("qkv_bias", False) or bool(raw.get("attention_bias")),
            "activation": _activation(_activation_name(raw, model_type, flags)),
            "qk_norm": flags.get("qk_norm", False) or bool(raw.get("use_qk_norm")),
-           "qk_norm_per_head": bool(raw.get("use_qk_norm")), "logit_scale": raw.get("logit_scale"), "tie_embeddings": raw.get("tie_word_embeddings", flags.get("tie_embeddings", False))},
+           "logit_scale": raw.get("logit_scale"), "tie_embeddings": raw.get("tie_word_embeddings", flags.get("tie_embeddings", False))},
     )
 
 
@@ -167,6 +168,21 @@ def _gpt_neox(raw: dict) -> DecoderConfig:
         parallel_residual=raw.get("use_parallel_residual", True), tie_embeddings=raw.get("tie_word_embeddings", False),
         bos_token_id=_first(raw.get("bos_token_id")), eos_token_id=_first(raw.get("eos_token_id")),
         pad_token_id=_first(raw.get("pad_token_id")),
+    )
+
+
+def _xglm(raw: dict) -> DecoderConfig:
+    """XGLM: fairseq's sinusoidal positions read 2 rows on, embeddings scaled by sqrt(d_model),
+    pre-LayerNorm blocks with biases, a plain GELU MLP, the head tied to the embedding."""
+    hidden, heads = raw["d_model"], raw["attention_heads"]
+    return DecoderConfig(
+        arch="xglm", vocab_size=raw["vocab_size"], hidden_size=hidden, num_layers=raw["num_layers"], num_heads=heads,
+        num_kv_heads=heads, head_dim=hidden // heads, intermediate_size=raw["ffn_dim"],
+        max_positions=raw.get("max_position_embeddings", 2048), norm="layer", norm_eps=1e-5, mlp="plain",
+        activation=_activation(raw.get("activation_function", "gelu")), position="sinusoidal", position_offset=2,
+        embed_scale=raw.get("scale_embedding", True), qkv_bias=True, out_bias=True, mlp_bias=True,
+        tie_embeddings=raw.get("tie_word_embeddings", True), bos_token_id=_first(raw.get("bos_token_id")),
+        eos_token_id=_first(raw.get("eos_token_id")), pad_token_id=_first(raw.get("pad_token_id")),
     )
 
 
@@ -221,6 +237,8 @@ def config_from_hf(raw: dict, source: str = "config.json") -> DecoderConfig | En
         return _bloom(raw)
     if model_type == "gpt_neox":
         return _gpt_neox(raw)
+    if model_type == "xglm":
+        return _xglm(raw)
     if model_type in ENCODERS:
         return _encoder(raw, model_type)
     raise BabelevalError(

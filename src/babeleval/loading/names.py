@@ -68,6 +68,18 @@ GPT_NEOX_RULES = [
     (NEOX + r"layers\.(\d+)\.mlp\.dense_h_to_4h", r"layers_\1/mlp/up", "linear"),
     (NEOX + r"layers\.(\d+)\.mlp\.dense_4h_to_h", r"layers_\1/mlp/down", "linear"),
 ]
+XGLM_LAYER = r"model\.layers\.(\d+)\."
+XGLM_RULES = [
+    (r"model\.embed_tokens", "embed", "embed"),
+    (r"model\.layer_norm", "final_norm", "norm"),
+    (r"lm_head", "lm_head", "linear"),
+    (XGLM_LAYER + r"self_attn\.([qkv])_proj", r"layers_\1/attn/\2", "linear"),
+    (XGLM_LAYER + r"self_attn\.out_proj", r"layers_\1/attn/o", "linear"),
+    (XGLM_LAYER + r"self_attn_layer_norm", r"layers_\1/attn_norm", "norm"),
+    (XGLM_LAYER + r"final_layer_norm", r"layers_\1/mlp_norm", "norm"),
+    (XGLM_LAYER + r"fc1", r"layers_\1/mlp/up", "linear"),
+    (XGLM_LAYER + r"fc2", r"layers_\1/mlp/down", "linear"),
+]
 ENC = r"(?:bert\.|roberta\.)?"
 ENCODER_RULES = [
     (ENC + r"embeddings\.word_embeddings", "embed", "embed"),
@@ -96,7 +108,7 @@ OPTIONAL = {"pooler"}
 def rules_for(cfg) -> list:
     if isinstance(cfg, EncoderConfig):
         return ENCODER_RULES
-    return {"gpt2": GPT2_RULES, "bloom": BLOOM_RULES, "gpt_neox": GPT_NEOX_RULES}.get(cfg.arch) or llama_rules(cfg)
+    return {"gpt2": GPT2_RULES, "bloom": BLOOM_RULES, "gpt_neox": GPT_NEOX_RULES, "xglm": XGLM_RULES}.get(cfg.arch) or llama_rules(cfg)
 
 
 def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str, np.ndarray]:

@@ -17,7 +17,8 @@ CHOICES = {
     "norm": ("rms", "layer"),
     "mlp": ("gated", "plain"),
     "activation": ("silu", "gelu_tanh", "gelu"),
-    "position": ("rope", "learned", "alibi"),
+    "position": ("rope", "learned", "alibi", "sinusoidal"),
+    "qk_norm_shape": ("head", "per_head", "all"),
     "pooling": ("cls", "mean", "pooler"),
 }
 
@@ -51,7 +52,8 @@ class DecoderConfig:
     norm_bias: bool = True  # LayerNorm's bias (Cohere's has none)
     mlp: str = "gated"  # "gated" (gate*up -> down) | "plain" (up -> act -> down)
     activation: str = "silu"  # "silu" | "gelu_tanh" | "gelu"
-    position: str = "rope"  # "rope" | "learned" | "alibi"
+    position: str = "rope"  # "rope" | "learned" | "alibi" | "sinusoidal" (XGLM, fairseq's table)
+    position_offset: int = 0  # XGLM reads the sinusoid table at position + 2
     rope_theta: float = 10000.0
     rope_local_theta: float | None = None  # Gemma 3 local (sliding) layers
     rope_scaling: tuple = ()  # sorted (key, value) pairs of HF rope parameters
@@ -62,7 +64,9 @@ class DecoderConfig:
     out_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False
-    qk_norm_per_head: bool = False  # Cohere: one norm weight per head
+    qk_norm_shape: str = "head"  # "head": one weight over head_dim (Qwen3, Gemma 3); "per_head": a weight
+    # per head (Cohere); "all": one norm over all heads' projection (OLMo 2)
+    pre_norm: bool = True  # False: norms after attention and MLP only (OLMo 2, with sandwich_norm)
     parallel_residual: bool = False  # x + attn(norm(x)) + mlp(norm'(x)): GPT-NeoX, Cohere
     shared_norm: bool = False  # with parallel_residual: the MLP reads the attention's norm (Cohere)
     sandwich_norm: bool = False  # Gemma 2/3: norms after attention and MLP too

@@ -15,11 +15,16 @@ import jax
 import jax.numpy as jnp
 
 from .config import DecoderConfig
-from .layers import MLP, Norm, alibi_slopes, apply_rope, attend, attend_fused, attention_implementation, rope_inv_freq
+from .layers import (MLP, Norm, alibi_slopes, apply_rope, attend, attend_fused, attention_implementation, rope_inv_freq,
+                     sinusoids)
 
 
 def _norm(cfg: DecoderConfig, name: str, per_head: bool = False) -> Norm:
     return Norm(cfg.norm, cfg.norm_eps, cfg.norm_offset, cfg.norm_bias, per_head, name=name)
+
+
+def _pre_norm(cfg: DecoderConfig, name: str, x):
+    return _norm(cfg, name)(x) if cfg.pre_norm else x
 
 
 class Attention(nn.Module):
@@ -37,12 +42,16 @@ class Attention(nn.Module):
         xq, q_positions = x, positions
         if queries is not None:
             xq, q_positions, mask = _at(x, queries), _at(positions, queries), _at(mask, queries)
-        q = dense(cfg.num_heads * cfg.head_dim, cfg.qkv_bias, "q")(xq).reshape(b, xq.shape[1], cfg.num_heads, cfg.head_dim)
-        k = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "k")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        q = dense(cfg.num_heads * cfg.head_dim, cfg.qkv_bias, "q")(xq)
+        k = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "k")(x)
         v = dense(cfg.num_kv_heads * cfg.head_dim, cfg.qkv_bias, "v")(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
-        if cfg.qk_norm:
-            q = _norm(cfg, "q_norm", cfg.qk_norm_per_head)(q)
-            k = _norm(cfg, "k_norm", cfg.qk_norm_per_head)(k)
+        if cfg.qk_norm and cfg.qk_norm_shape == "all":
+            q, k = _norm(cfg, "q_norm")(q), _norm(cfg, "k_norm")(k)
+        q = q.reshape(b, xq.shape[1], cfg.num_heads, cfg.head_dim)
+        k = k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        if cfg.qk_norm and cfg.qk_norm_shape != "all":
+            per_head = cfg.qk_norm_shape == "per_head"
+            q, k = _norm(cfg, "q_norm", per_head)(q), _norm(cfg, "k_norm", per_head)(k)
         sliding = cfg.is_sliding(self.layer)
         if cfg.position == "rope" and (sliding or not cfg.rope_sliding_only):
             theta = cfg.rope_local_theta if sliding and cfg.rope_local_theta else cfg.rope_theta
@@ -79,7 +88,7 @@ class Block(nn.Module):
     @nn.compact
     def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None):
         cfg = self.cfg
-        normed = _norm(cfg, "attn_norm")(x)
+        normed = _pre_norm(cfg, "attn_norm", x)
         h, cache = Attention(cfg, self.layer, self.dtype, name="attn")(
             normed, positions, mask, kv_positions, cache, cache_index, queries
         )
@@ -91,7 +100,7 @@ class Block(nn.Module):
             mlp_in = at(normed) if cfg.shared_norm else _norm(cfg, "mlp_norm")(at(x))
             return at(x) + h + mlp(mlp_in), cache
         x = at(x) + h
-        h = mlp(_norm(cfg, "mlp_norm")(x))
+        h = mlp(_pre_norm(cfg, "mlp_norm", x))
         if cfg.sandwich_norm:
             h = _norm(cfg, "post_mlp_norm")(h)
         return x + h, cache
@@ -129,6 +138,8 @@ class Decoder(nn.Module):
             x = x * jnp.asarray(cfg.hidden_size ** 0.5, dtype=self.dtype)
         if cfg.position == "learned":
             x = x + self.pos_embed(positions)
+        if cfg.position == "sinusoidal":
+            x = x + sinusoids(positions + cfg.position_offset, cfg.hidden_size, cfg.pad_token_id).astype(self.dtype)
         if cfg.embed_norm:
             x = self.embed_norm(x)
         kv_positions = positions if kv_positions is None else kv_positions

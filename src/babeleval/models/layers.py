@@ -86,6 +86,19 @@ def apply_rope(x, positions, inv_freq, interleaved: bool = False):
     return out if n == x.shape[-1] else jnp.concatenate([out, rest], axis=-1)
 
 
+def sinusoids(positions, dim: int, zero_row: int | None = None):
+    """fairseq's (tensor2tensor's) sinusoidal position table at `positions` [B, T]: sines of
+    dim/2 frequencies exp(-i log(10000) / (dim/2 - 1)), then their cosines (XGLM); the table's
+    row `zero_row` (the padding index) is zeros."""
+    half = dim // 2
+    freq = np.exp(np.arange(half) * -(math.log(10000) / (half - 1))).astype(np.float32)
+    angles = positions[..., None].astype(jnp.float32) * freq
+    table = jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+    if zero_row is not None:
+        table = jnp.where((positions == zero_row)[..., None], 0.0, table)
+    return jnp.pad(table, ((0, 0), (0, 0), (0, dim % 2)))
+
+
 def alibi_slopes(num_heads: int) -> np.ndarray:
     """ALiBi head slopes as BLOOM computes them (closest power of two, then interleaved extras)."""
     closest = 2 ** math.floor(math.log2(num_heads))
