@@ -37,6 +37,13 @@ CONFIGS = {
     "olmo2": ("Olmo2Config", dict(COMMON, num_key_value_heads=2)),
     "xglm": ("XGLMConfig", dict(vocab_size=VOCAB, d_model=64, ffn_dim=128, num_layers=3, attention_heads=4,
                                 max_position_embeddings=128, pad_token_id=5, bos_token_id=1, eos_token_id=2)),
+    "mixtral": ("MixtralConfig", dict(COMMON, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2)),
+    "qwen2_moe": ("Qwen2MoeConfig", dict(COMMON, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                                         moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                                         decoder_sparse_step=1, mlp_only_layers=[1])),
+    "qwen3_moe": ("Qwen3MoeConfig", dict(COMMON, num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=2,
+                                         moe_intermediate_size=32, norm_topk_prob=True)),
+    "olmoe": ("OlmoeConfig", dict(COMMON, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2)),
     "bert": ("BertConfig", dict(COMMON)),
     "xlm-roberta": ("XLMRobertaConfig", dict(COMMON, pad_token_id=1)),
 }

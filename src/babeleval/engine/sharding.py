@@ -25,9 +25,10 @@ RULES = (
     (r"attn/(q|k|v)/kernel$", P(None, "model"), HEAD),
     (r"attn/(q|k|v)/bias$", P("model"), HEAD),
     (r"attn/o/kernel$", P("model", None), HEAD),
-    (r"mlp/(up|gate)/kernel$", P(None, "model"), 1),
+    (r"mlp/experts_(gate|up|down)$", P("model", None, None), 1),  # whole experts per device
+    (r"(mlp|shared)/(up|gate)/kernel$", P(None, "model"), 1),
     (r"mlp/(up|gate)/bias$", P("model"), 1),
-    (r"mlp/down/kernel$", P("model", None), 1),
+    (r"(mlp|shared)/down/kernel$", P("model", None), 1),
     (r"(^|/)embed/embedding$", P("model", None), 1),
     (r"lm_head/kernel$", P(None, "model"), 1),
     (r"", P(), 1),  # norms, biases after a row split, position embeddings, pooler

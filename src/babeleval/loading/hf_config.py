@@ -25,7 +25,14 @@ FAMILY_FLAGS = {
     "cohere": dict(COHERE),
     "cohere2": dict(COHERE, rope_sliding_only=True),
     "olmo2": dict(qk_norm=True, qk_norm_shape="all", pre_norm=False, sandwich_norm=True),  # norms after each branch
+    # mixtures of experts (models/moe.py; the expert fields come from _experts)
+    "mixtral": dict(),
+    "qwen2_moe": dict(),
+    "qwen3_moe": dict(qk_norm=True),
+    "olmoe": dict(qk_norm=True, qk_norm_shape="all"),
 }
+SLIDING_ALL = ("mistral", "mixtral")  # a sliding_window, when set, applies to every layer
+QWEN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")  # use_sliding_window / max_window_layers
 ENCODERS = ("bert", "xlm-roberta", "roberta")
 SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom", "gpt_neox", "xglm") + ENCODERS
 # What transformers' config classes assume when a hub config.json lacks a key (written before
@@ -37,6 +44,8 @@ HF_DEFAULTS = {
     "gemma3_text": dict(GEMMA_DEFAULTS, rope_theta=1_000_000.0, rope_local_base_freq=10_000.0, sliding_window_pattern=6),
     "qwen2": dict(sliding_window=4096, max_window_layers=28),
     "qwen3": dict(sliding_window=4096, max_window_layers=28),
+    "qwen2_moe": dict(sliding_window=4096, max_window_layers=28, qkv_bias=True, decoder_sparse_step=1),
+    "qwen3_moe": dict(sliding_window=4096, max_window_layers=28, decoder_sparse_step=1),
     "cohere": dict(logit_scale=0.0625, layer_norm_eps=1e-5),
     "cohere2": dict(logit_scale=0.0625, layer_norm_eps=1e-5, sliding_window=4096, sliding_window_pattern=4),
 }
@@ -68,7 +77,7 @@ def _layer_types(raw: dict, model_type: str, n: int) -> tuple:
     if model_type in ("gemma3_text", "cohere2"):
         pattern = raw["sliding_window_pattern"]
         return tuple("sliding" if (i + 1) % pattern else "full" for i in range(n))
-    if model_type in ("qwen2", "qwen3") and raw.get("use_sliding_window") and raw.get("sliding_window"):
+    if model_type in QWEN and raw.get("use_sliding_window") and raw.get("sliding_window"):
         return tuple("sliding" if i >= raw["max_window_layers"] else "full" for i in range(n))
     return ()
 
@@ -103,9 +112,9 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
     theta, scaling = _rope(raw)
     layer_types = _layer_types(raw, model_type, n)
     window = raw.get("sliding_window")
-    if model_type in ("mistral",) and window and not layer_types:
+    if model_type in SLIDING_ALL and window and not layer_types:
         layer_types = ("sliding",) * n
-    if model_type in ("qwen2", "qwen3") and not raw.get("use_sliding_window"):
+    if model_type in QWEN and not raw.get("use_sliding_window"):
         window, layer_types = None, ()
     scalar = raw.get("query_pre_attn_scalar")
     return DecoderConfig(
@@ -132,7 +141,8 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         bos_token_id=_first(raw.get("bos_token_id")),
         eos_token_id=_first(raw.get("eos_token_id")),
         pad_token_id=_first(raw.get("pad_token_id")),
-        **{**flags, "qkv_bias": flags.get("qkv_bias", False) or bool(raw.get("attention_bias")),
+        **_experts(raw, model_type, n),
+        **{**flags, "qkv_bias": flags.get("qkv_bias", False) or bool(raw.get("attention_bias") or raw.get("qkv_bias")),
            "activation": _activation(_activation_name(raw, model_type, flags)),
            "qk_norm": flags.get("qk_norm", False) or bool(raw.get("use_qk_norm")),
            "logit_scale": raw.get("logit_scale"), "tie_embeddings": raw.get("tie_word_embeddings", flags.get("tie_embeddings", False))},
@@ -150,6 +160,22 @@ def _gpt2(raw: dict) -> DecoderConfig:
         qkv_bias=True, out_bias=True, mlp_bias=True, tie_embeddings=True,
         bos_token_id=raw.get("bos_token_id"), eos_token_id=raw.get("eos_token_id"),
     )
+
+
+def _experts(raw: dict, model_type: str, n: int) -> dict:
+    """The mixture-of-experts fields: experts and top-k, the expert MLP's width, which layers
+    are sparse (Qwen-MoE: every decoder_sparse_step-th, less mlp_only_layers), renormalised
+    top-k weights (Mixtral always; the rest by norm_topk_prob) and Qwen2-MoE's shared expert."""
+    experts = raw.get("num_local_experts") or raw.get("num_experts") or 0
+    if not experts:
+        return {}
+    step, dense = raw.get("decoder_sparse_step") or 1, set(raw.get("mlp_only_layers") or ())
+    layers = tuple(i not in dense and (i + 1) % step == 0 for i in range(n))
+    return dict(num_experts=experts, experts_per_token=raw["num_experts_per_tok"],
+                moe_intermediate_size=raw.get("moe_intermediate_size") or raw["intermediate_size"],
+                moe_norm_topk=model_type == "mixtral" or bool(raw.get("norm_topk_prob")),
+                shared_expert_size=raw.get("shared_expert_intermediate_size") or 0,
+                moe_layers=() if all(layers) else layers)
 
 
 def _gpt_neox(raw: dict) -> DecoderConfig:

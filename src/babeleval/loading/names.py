@@ -31,7 +31,21 @@ def llama_rules(cfg: DecoderConfig):
         (LAYER + r"post_attention_layernorm", r"layers_\1/" + post_attn, "norm"),
         (LAYER + r"pre_feedforward_layernorm", r"layers_\1/mlp_norm", "norm"),
         (LAYER + r"post_feedforward_layernorm", r"layers_\1/post_mlp_norm", "norm"),
+        *EXPERT_RULES,
     ]
+
+
+# Mixtures of experts: one file tensor per expert, stacked into [experts, in, out] (models/moe.py);
+# "#N" marks expert N's slice.
+EXPERT_RULES = [
+    (LAYER + r"(?:block_sparse_moe|mlp)\.gate", r"layers_\1/mlp/router", "linear"),
+    (LAYER + r"block_sparse_moe\.experts\.(\d+)\.w1", r"layers_\1/mlp/experts_gate#\2", "expert"),
+    (LAYER + r"block_sparse_moe\.experts\.(\d+)\.w3", r"layers_\1/mlp/experts_up#\2", "expert"),
+    (LAYER + r"block_sparse_moe\.experts\.(\d+)\.w2", r"layers_\1/mlp/experts_down#\2", "expert"),
+    (LAYER + r"mlp\.experts\.(\d+)\.(gate|up|down)_proj", r"layers_\1/mlp/experts_\3#\2", "expert"),
+    (LAYER + r"mlp\.shared_expert\.(gate|up|down)_proj", r"layers_\1/mlp/shared/\2", "linear"),
+    (LAYER + r"mlp\.shared_expert_gate", r"layers_\1/mlp/shared_gate", "linear"),
+]
 
 
 GPT2_RULES = [
@@ -117,6 +131,8 @@ def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str
         return {f"{path}/embedding": array}
     if kind == "norm":
         return {f"{path}/{'scale' if leaf == 'weight' else 'bias'}": array}
+    if kind == "expert":  # torch Linear [out, in] -> one expert's [in, out]
+        return {path: array.T}
     if kind in ("linear", "conv1d"):
         if leaf == "bias":
             return {f"{path}/bias": array}
@@ -140,7 +156,8 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
     compiled = [(re.compile(rf"^{pat}\.(weight|bias)$"), target, kind) for pat, target, kind in rules_for(cfg)]
     want = {"/".join(str(k.key) for k in path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(expected)[0]}
     place = place or (lambda key, array: array)
-    flat, unexpected = {}, []
+    flat, unexpected, experts = {}, [], {}
+
     for key, array in (tensors.items() if isinstance(tensors, dict) else tensors):
         for regex, target, kind in compiled:
             match = regex.match(key)
@@ -149,6 +166,10 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
                 if kind == "linear" and target == "lm_head" and getattr(cfg, "tie_embeddings", False):
                     break  # a tied head some exporters still write out
                 for name, part in _leaves(kind, leaf, match.expand(target), np.asarray(array), cfg).items():
+                    if kind == "expert":
+                        name, part = _stack_expert(name, part, experts, want)
+                        if part is None:
+                            continue
                     _check_shape(source, name, part, want)
                     flat[name] = place(name, np.asarray(part).astype(dtype, copy=False)) if name in want else part
                 break
@@ -175,6 +196,20 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
             node = node.setdefault(p, {})
         node[last] = array
     return tree
+
+
+def _stack_expert(name: str, part, pending: dict, want: dict):
+    """Collect expert slices "path#N" of one stacked parameter; (path, stacked array) once all
+    of its experts are read (the host holds one parameter's experts at a time), else (path, None).
+    An expert beyond the expected count stacks at once, so the shape check names it."""
+    path, index = name.split("#")
+    slots = pending.setdefault(path, {})
+    slots[int(index)] = part
+    count = want[path].shape[0] if path in want else 0
+    if len(slots) < count and int(index) < count:
+        return path, None
+    del pending[path]
+    return path, np.stack([slots[i] for i in sorted(slots)])
 
 
 def _check_shape(source: str, key: str, array, want: dict) -> None:

@@ -79,6 +79,12 @@ class DecoderConfig:
     sliding_window: int | None = None
     layer_types: tuple = ()  # per layer "full" | "sliding"; empty = all full
     tie_embeddings: bool = False
+    num_experts: int = 0  # mixture of experts (models/moe.py): experts per MoE layer
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    moe_norm_topk: bool = False  # renormalise the top-k router weights (Mixtral, Qwen3-MoE)
+    shared_expert_size: int = 0  # Qwen2-MoE's always-on expert behind a sigmoid gate
+    moe_layers: tuple = ()  # per layer True (MoE) | False (dense MLP); empty = every layer when num_experts
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     pad_token_id: int | None = None
@@ -90,6 +96,9 @@ class DecoderConfig:
     @property
     def rope_dim(self) -> int:
         return int(self.head_dim * self.rope_fraction)
+
+    def is_moe(self, layer: int) -> bool:
+        return self.num_experts > 0 and (not self.moe_layers or bool(self.moe_layers[layer]))
 
     def is_sliding(self, layer: int) -> bool:
         return bool(self.layer_types) and self.layer_types[layer] == "sliding" and self.sliding_window is not None
@@ -131,7 +140,7 @@ def to_json(config: ModelConfig) -> str:
 def from_json(text: str) -> ModelConfig:
     raw = json.loads(text)
     cls = EncoderConfig if raw.get("kind") == "encoder" else DecoderConfig
-    for key in ("rope_scaling", "layer_types"):
+    for key in ("rope_scaling", "layer_types", "moe_layers"):
         if key in raw:
             raw[key] = tuple(tuple(x) if isinstance(x, list) else x for x in raw[key])
     return cls(**raw)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from .config import DecoderConfig
 from .layers import (MLP, Norm, alibi_slopes, apply_rope, attend, attend_fused, attention_implementation, rope_inv_freq,
                      sinusoids)
+from .moe import MoE
 
 
 def _norm(cfg: DecoderConfig, name: str, per_head: bool = False) -> Norm:
@@ -95,7 +96,10 @@ class Block(nn.Module):
         if cfg.sandwich_norm:
             h = _norm(cfg, "post_attn_norm")(h)
         at = (lambda y: y) if queries is None else (lambda y: _at(y, queries))
-        mlp = MLP(cfg.hidden_size, cfg.intermediate_size, cfg.mlp, cfg.activation, cfg.mlp_bias, self.dtype, name="mlp")
+        if cfg.is_moe(self.layer):
+            mlp = MoE(cfg, self.dtype, name="mlp")
+        else:
+            mlp = MLP(cfg.hidden_size, cfg.intermediate_size, cfg.mlp, cfg.activation, cfg.mlp_bias, self.dtype, name="mlp")
         if cfg.parallel_residual:  # both branches read the block's input
             mlp_in = at(normed) if cfg.shared_norm else _norm(cfg, "mlp_norm")(at(x))
             return at(x) + h + mlp(mlp_in), cache
