@@ -44,6 +44,14 @@ CONFIGS = {
     "qwen3_moe": ("Qwen3MoeConfig", dict(COMMON, num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=2,
                                          moe_intermediate_size=32, norm_topk_prob=True)),
     "olmoe": ("OlmoeConfig", dict(COMMON, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2)),
+    "phi3": ("Phi3Config", dict(COMMON, num_key_value_heads=2, original_max_position_embeddings=64, rope_parameters=dict(
+        rope_type="longrope", rope_theta=10000.0, short_factor=[1.0, 1.5, 2.0, 3.0, 1.0, 1.2, 4.0, 2.5],
+        long_factor=[2.0, 3.0, 5.0, 8.0, 1.5, 2.0, 9.0, 4.0], partial_rotary_factor=1.0))),
+    "phi3-long-partial": ("Phi3Config", dict(COMMON, num_key_value_heads=2, original_max_position_embeddings=8,
+                                             rope_parameters=dict(rope_type="longrope", rope_theta=10000.0,
+                                                                  short_factor=[1.0, 1.5, 2.0, 3.0, 1.0, 1.2],
+                                                                  long_factor=[2.0, 3.0, 5.0, 8.0, 1.5, 2.0],
+                                                                  partial_rotary_factor=0.75))),
     "bert": ("BertConfig", dict(COMMON)),
     "xlm-roberta": ("XLMRobertaConfig", dict(COMMON, pad_token_id=1)),
 }

@@ -30,8 +30,9 @@ FAMILY_FLAGS = {
     "qwen2_moe": dict(),
     "qwen3_moe": dict(qk_norm=True),
     "olmoe": dict(qk_norm=True, qk_norm_shape="all"),
+    "phi3": dict(),  # Phi-3/3.5/4-mini: fused qkv and gate-up projections (loading/names.py), LongRoPE
 }
-SLIDING_ALL = ("mistral", "mixtral")  # a sliding_window, when set, applies to every layer
+SLIDING_ALL = ("mistral", "mixtral", "phi3")  # a sliding_window, when set, applies to every layer
 QWEN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")  # use_sliding_window / max_window_layers
 ENCODERS = ("bert", "xlm-roberta", "roberta")
 SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom", "gpt_neox", "xglm") + ENCODERS
@@ -59,9 +60,11 @@ def _rope(raw: dict, layer_kind: str = "full_attention") -> tuple[float, tuple]:
     theta = params.pop("rope_theta", raw.get("rope_theta", 10000.0))
     if "type" in params:  # the legacy spelling of rope_type (Llama 2 "linear" configs)
         params.setdefault("rope_type", params.pop("type"))
+    if params.get("rope_type") in ("longrope", "llama3") and "original_max_position_embeddings" in raw:
+        params.setdefault("original_max_position_embeddings", raw["original_max_position_embeddings"])
     if params.get("rope_type", "default") == "default":
         params = {}
-    return float(theta), tuple(sorted((k, v) for k, v in params.items() if v is not None))
+    return float(theta), tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items() if v is not None))
 
 
 def _layer_types(raw: dict, model_type: str, n: int) -> tuple:
@@ -110,6 +113,8 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
     head_dim = raw.get("head_dim") or hidden // heads
     n = raw["num_hidden_layers"]
     theta, scaling = _rope(raw)
+    rope_params = raw.get("rope_parameters") or {}
+    fraction = rope_params.get("full_attention", rope_params).get("partial_rotary_factor") or raw.get("partial_rotary_factor", 1.0)
     layer_types = _layer_types(raw, model_type, n)
     window = raw.get("sliding_window")
     if model_type in SLIDING_ALL and window and not layer_types:
@@ -130,6 +135,7 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         norm_eps=raw.get("rms_norm_eps", raw.get("layer_norm_eps", 1e-6)),
         rope_theta=theta,
         rope_local_theta=_local_theta(raw, model_type),
+        rope_fraction=float(fraction),
         rope_scaling=scaling,
         out_bias=bool(raw.get("attention_bias")) and model_type != "qwen2",
         mlp_bias=bool(raw.get("mlp_bias")),

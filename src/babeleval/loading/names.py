@@ -26,6 +26,8 @@ def llama_rules(cfg: DecoderConfig):
         (r"(?:language_model\.)?lm_head", "lm_head", "linear"),
         (LAYER + r"self_attn\.([qkvo])_proj", r"layers_\1/attn/\2", "linear"),
         (LAYER + r"self_attn\.([qk])_norm", r"layers_\1/attn/\2_norm", "norm"),
+        (LAYER + r"self_attn\.qkv_proj", r"layers_\1/attn", "fused_qkv"),  # Phi-3: rows q, k, v
+        (LAYER + r"mlp\.gate_up_proj", r"layers_\1/mlp", "gate_up"),  # Phi-3: rows gate, up
         (LAYER + r"mlp\.(gate|up|down)_proj", r"layers_\1/mlp/\2", "linear"),
         (LAYER + r"input_layernorm", r"layers_\1/attn_norm", "norm"),
         (LAYER + r"post_attention_layernorm", r"layers_\1/" + post_attn, "norm"),
@@ -137,8 +139,15 @@ def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str
         if leaf == "bias":
             return {f"{path}/bias": array}
         return {f"{path}/kernel": array.T if kind == "linear" else array}
+    if kind == "gate_up":
+        gate, up = np.split(array, 2, axis=0)
+        return {f"{path}/gate/kernel": gate.T, f"{path}/up/kernel": up.T}
     if kind == "gpt2_qkv":  # Conv1D [in, 3*D] or bias [3*D], order q, k, v
         parts = np.split(array, 3, axis=-1)
+    elif kind == "fused_qkv":  # torch Linear rows: all query heads, then the key and value heads
+        q_rows, kv_rows = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+        parts = np.split(array, [q_rows, q_rows + kv_rows], axis=0)
+        parts = [p if leaf == "bias" else p.T for p in parts]
     else:  # bloom, gpt_neox: rows are [heads, (q, k, v), head_dim]
         h, d = cfg.num_heads, cfg.head_dim
         fused = array.reshape(h, 3, d, *array.shape[1:])

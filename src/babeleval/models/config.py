@@ -142,8 +142,13 @@ def from_json(text: str) -> ModelConfig:
     cls = EncoderConfig if raw.get("kind") == "encoder" else DecoderConfig
     for key in ("rope_scaling", "layer_types", "moe_layers"):
         if key in raw:
-            raw[key] = tuple(tuple(x) if isinstance(x, list) else x for x in raw[key])
+            raw[key] = _tuples(raw[key])
     return cls(**raw)
+
+
+def _tuples(value):
+    """JSON lists back into the tuples a frozen (hashable) config holds, at every depth."""
+    return tuple(_tuples(x) for x in value) if isinstance(value, list) else value
 
 
 def save_config(config: ModelConfig, path: Path) -> None:

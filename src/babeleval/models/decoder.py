@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .config import DecoderConfig
-from .layers import (MLP, Norm, alibi_slopes, apply_rope, attend, attend_fused, attention_implementation, rope_inv_freq,
+from .layers import (MLP, Norm, alibi_slopes, apply_rope, attend, attend_fused, attention_implementation, rope_frequencies,
                      sinusoids)
 from .moe import MoE
 
@@ -57,9 +57,9 @@ class Attention(nn.Module):
         if cfg.position == "rope" and (sliding or not cfg.rope_sliding_only):
             theta = cfg.rope_local_theta if sliding and cfg.rope_local_theta else cfg.rope_theta
             scaling = () if sliding and cfg.rope_local_theta else cfg.rope_scaling
-            inv_freq = jnp.asarray(rope_inv_freq(cfg.rope_dim, theta, scaling))
-            q = apply_rope(q, q_positions, inv_freq, cfg.rope_interleaved)
-            k = apply_rope(k, positions, inv_freq, cfg.rope_interleaved)
+            inv_freq, rope_scale = rope_frequencies(cfg.rope_dim, theta, scaling, cfg.max_positions, positions)
+            q = apply_rope(q, q_positions, inv_freq, cfg.rope_interleaved, rope_scale)
+            k = apply_rope(k, positions, inv_freq, cfg.rope_interleaved, rope_scale)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, D], the cache layout
         if cache is not None:
             k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, 0, cache_index, 0))

@@ -47,8 +47,9 @@ class Norm(nn.Module):
         return h.astype(x.dtype)
 
 
-def rope_inv_freq(head_dim: int, theta: float, scaling: tuple) -> np.ndarray:
-    """Inverse frequencies of rotary embeddings, with HF's 'linear' and 'llama3' scalings."""
+def rope_inv_freq(head_dim: int, theta: float, scaling: tuple, long: bool = False) -> np.ndarray:
+    """Inverse frequencies of rotary embeddings, with HF's 'linear', 'llama3' and 'longrope'
+    scalings (longrope: the short factors, or with long=True the long ones)."""
     inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     params = dict(scaling)
     kind = params.get("rope_type")
@@ -62,15 +63,33 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: tuple) -> np.ndarray:
         smooth = (old / wavelen - low) / (high - low)
         mid = (1 - smooth) * scaled / factor + smooth * scaled
         inv = np.where((wavelen >= old / high) & (wavelen <= old / low), mid, scaled)
+    elif kind == "longrope":
+        inv = inv / np.asarray(params["long_factor" if long else "short_factor"], dtype=np.float64)
     elif kind:
-        raise BabelevalError(f"unsupported rope scaling {kind!r}; supported: default, linear, llama3")
+        raise BabelevalError(f"unsupported rope scaling {kind!r}; supported: default, linear, llama3, longrope")
     return inv.astype(np.float32)
 
 
-def apply_rope(x, positions, inv_freq, interleaved: bool = False):
+def rope_frequencies(head_dim: int, theta: float, scaling: tuple, max_positions: int, positions):
+    """(inverse frequencies, cos/sin scale) for one forward call. LongRoPE (Phi-3) switches to
+    its long factors when the call's largest position reaches original_max_position_embeddings,
+    as transformers decides per forward call, and scales cos and sin by its attention factor."""
+    inv = jnp.asarray(rope_inv_freq(head_dim, theta, scaling))
+    params = dict(scaling)
+    if params.get("rope_type") != "longrope":
+        return inv, 1.0
+    original = params["original_max_position_embeddings"]
+    inv = jnp.where(jnp.max(positions) + 1 > original, jnp.asarray(rope_inv_freq(head_dim, theta, scaling, long=True)), inv)
+    factor = params.get("factor") or max_positions / original
+    scale = params.get("attention_factor") or (1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original)))
+    return inv, scale
+
+
+def apply_rope(x, positions, inv_freq, interleaved: bool = False, scale: float = 1.0):
     """RoPE on the first 2 * len(inv_freq) dims of each head (all of them but for GPT-NeoX's
     partial rotary), the rest passed through. Rotate-half pairs dims (i, i + n/2), the HF
-    layout; interleaved pairs (2i, 2i + 1), Cohere's. x: [B, T, H, D], positions: [B, T]."""
+    layout; interleaved pairs (2i, 2i + 1), Cohere's; scale multiplies cos and sin (LongRoPE).
+    x: [B, T, H, D], positions: [B, T]."""
     angles = positions[..., None].astype(jnp.float32) * inv_freq  # [B, T, n/2]
     n = 2 * inv_freq.shape[-1]
     rot, rest = x[..., :n].astype(jnp.float32), x[..., n:]
@@ -82,7 +101,7 @@ def apply_rope(x, positions, inv_freq, interleaved: bool = False):
         cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)[:, :, None, :]
         sin = jnp.concatenate([jnp.sin(angles)] * 2, axis=-1)[:, :, None, :]
         rotated = jnp.concatenate([-rot[..., n // 2:], rot[..., : n // 2]], axis=-1)
-    out = (rot * cos + rotated * sin).astype(x.dtype)
+    out = ((rot * cos + rotated * sin) * scale).astype(x.dtype)
     return out if n == x.shape[-1] else jnp.concatenate([out, rest], axis=-1)
 
 
