@@ -275,6 +275,15 @@ def tasks(task_dirs):
 
 
 @cli.command()
+def models():
+    """List the model families babeleval loads (config.json model_type) and their checkpoints."""
+    from babeleval.loading.hf_config import CHECKPOINTS
+
+    for model_type, checkpoints in CHECKPOINTS.items():
+        click.echo(f"{model_type:<14} {checkpoints}")
+
+
+@cli.command()
 @click.argument("model_spec")
 @friendly
 def info(model_spec):

@@ -1,5 +1,8 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -7,6 +10,31 @@ import pytest
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
+
+from module_coverage import pytest_configure, pytest_sessionfinish  # noqa: E402,F401 - the default tier's check
+
+# What the install fetched into the user's cache and the tests only read.
+ASSETS = ("npm", "gemma3-270m-q4_k_m.gguf")
+
+
+def _test_cache() -> Path:
+    """The tests' own $BABELEVAL_CACHE: compiled programs, embeddings and converted models start
+    empty (what CI and a newcomer pay, not a developer's warm cache) and never reach the user's;
+    the installed assets are linked in. BABELEVAL_TEST_CACHE names a folder to keep across runs
+    (.ci/run shares one between the two tiers)."""
+    user = Path(os.environ.get("BABELEVAL_CACHE", Path.home() / ".cache" / "babeleval"))
+    kept = os.environ.get("BABELEVAL_TEST_CACHE")
+    path = Path(kept or tempfile.mkdtemp(prefix="babeleval-tests-"))
+    path.mkdir(parents=True, exist_ok=True)
+    if not kept:
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    for name in ASSETS:
+        if (user / name).exists() and not (path / name).exists() and user.resolve() != path.resolve():
+            (path / name).symlink_to((user / name).resolve())
+    return path
+
+
+os.environ["BABELEVAL_CACHE"] = str(_test_cache())
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 os.environ.setdefault("BABELEVAL_DATA", str(SHARED))  # the data root for tasks and corpora that read files
@@ -17,13 +45,6 @@ def shared_data() -> Path:
     if not SHARED.exists():
         pytest.fail(f"{SHARED} is missing: the real benchmark data must sit beside the checkout")
     return SHARED
-
-
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory) -> Path:
-    path = Path(os.environ.get("BABELEVAL_TEST_CACHE", Path(__file__).resolve().parents[1] / ".cache"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def pytest_collection_modifyitems(items):

@@ -48,3 +48,16 @@ def test_the_cache_stays_off_when_asked(tmp_path):
     run(tmp_path, tmp_path / "skipped", "from babeleval.engine.compile_cache import skip_compilation_cache; "
         "skip_compilation_cache()")
     assert programs(tmp_path / "skipped") == set()
+
+
+def test_babeleval_run_keeps_its_programs_for_the_next_run(tmp_path):
+    """`babeleval run` turns the cache on by itself (evaluate's compile_cache=True)."""
+    from test_bad_input import byte_model
+
+    folder = byte_model(tmp_path / "model")
+    env = {**os.environ, "BABELEVAL_CACHE": str(tmp_path / "cache"), "BABELEVAL_COMPILE_MIN_SECONDS": "0"}
+    command = [sys.executable, "-c", "from babeleval.cli.main import cli; cli()", "run", "--quiet", "--model",
+               str(folder), "--task", "cldr-weekdays:fr", "--output", str(tmp_path / "run")]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert any("score_lines" in name for name in programs(tmp_path / "cache")), programs(tmp_path / "cache")

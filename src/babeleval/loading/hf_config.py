@@ -35,6 +35,17 @@ FAMILY_FLAGS = {
 SLIDING_ALL = ("mistral", "mixtral", "phi3")  # a sliding_window, when set, applies to every layer
 QWEN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")  # use_sliding_window / max_window_layers
 ENCODERS = ("bert", "xlm-roberta", "roberta")
+# config.json model_type -> the checkpoints it covers (`babeleval models`, the README's table)
+CHECKPOINTS = {
+    "llama": "Llama 2/3/3.1/3.2, SmolLM2, TinyLlama", "mistral": "Mistral 7B", "qwen2": "Qwen2, Qwen2.5",
+    "qwen3": "Qwen3 (dense)", "gemma": "Gemma", "gemma2": "Gemma 2", "gemma3_text": "Gemma 3 (text; gemma3 wrappers too)",
+    "cohere": "Aya 23, Command R / R+", "cohere2": "Aya Expanse, Command R7B / A", "olmo2": "OLMo 2",
+    "phi3": "Phi-3, Phi-3.5, Phi-4-mini", "gpt_neox": "Pythia, GPT-NeoX", "xglm": "XGLM", "gpt2": "GPT-2, mGPT",
+    "bloom": "BLOOM, BLOOMZ", "mixtral": "Mixtral 8x7B / 8x22B (MoE)", "qwen2_moe": "Qwen1.5-MoE, Qwen2-57B-A14B (MoE)",
+    "qwen3_moe": "Qwen3-30B-A3B, Qwen3-235B-A22B (MoE)", "olmoe": "OLMoE (MoE)",
+    "bert": "BERT, MiniLM (sentence-transformers)", "xlm-roberta": "XLM-R, multilingual-e5, LaBSE-style encoders",
+    "roberta": "RoBERTa",
+}
 SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom", "gpt_neox", "xglm") + ENCODERS
 # What transformers' config classes assume when a hub config.json lacks a key (written before
 # transformers stored it): read off transformers 5's configuration_<family>.py.
