@@ -151,3 +151,10 @@ def test_models_lists_every_supported_family():
     listed = {line.split()[0] for line in result.output.splitlines()}
     assert listed == set(SUPPORTED) - {"gemma3"}  # the multimodal wrapper loads as gemma3_text
     assert "Aya 23" in result.output and "Qwen3-30B-A3B" in result.output
+
+
+def test_unknown_lm_eval_task_is_one_line_naming_the_closest():
+    result = CliRunner().invoke(cli, ["lm-eval", "--tasks", "xcopa_sw,xcopa_zz", "--model", "no-model-loaded"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: unknown lm-eval task 'xcopa_zz' (did you mean xcopa_")
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output

@@ -37,6 +37,8 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
     from babeleval.lm_eval.model import BabelevalLM
 
     start = time.time()
+    task_manager = TaskManager(include_path=include_path)
+    check_task_names(task_manager, tasks)
     lm = BabelevalLM(model_spec, dtype=dtype, batch_size=batch_size, max_length=max_length, mesh=mesh)
     tracker = EvaluationTracker(output_path=output_path) if output_path else None
     seeds = parse_seed(seed)
@@ -45,7 +47,7 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
             model=lm, model_args=f"pretrained={model_spec},dtype={dtype}", tasks=tasks, num_fewshot=num_fewshot,
             limit=limit, log_samples=log_samples, evaluation_tracker=tracker, system_instruction=system_instruction,
             apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn, gen_kwargs=gen_kwargs,
-            task_manager=TaskManager(include_path=include_path), random_seed=seeds[0], numpy_random_seed=seeds[1],
+            task_manager=task_manager, random_seed=seeds[0], numpy_random_seed=seeds[1],
             torch_random_seed=seeds[2], fewshot_random_seed=seeds[3])
     except FileNotFoundError as exc:  # a task's data_files: relative paths are read from the working directory
         raise BabelevalError(f"{exc} (a task's dataset_kwargs.data_files are read relative to the directory "
@@ -57,6 +59,21 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
             tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
     stats = {**lm.engine_stats(), "total_seconds": round(time.time() - start, 2)}
     return results, stats
+
+
+def check_task_names(task_manager, tasks: list[str]) -> None:
+    """Every name a task, group or tag lm-eval knows (a pattern matching some, or a YAML file),
+    else one line naming the closest, before the model loads."""
+    import difflib
+    from pathlib import Path
+
+    unknown = [t for t in tasks if not Path(t).is_file() and not task_manager.match_tasks([t])]
+    if unknown:
+        known = task_manager.all_tasks
+        hints = [f"{t!r}" + (f" (did you mean {', '.join(close)}?)" if (close := difflib.get_close_matches(t, known, n=3))
+                             else "") for t in unknown]
+        raise BabelevalError(f"unknown lm-eval task {'; '.join(hints)}; `lm_eval ls tasks` lists them"
+                             " (--include-path adds a folder of task YAMLs)")
 
 
 def stats_lines(stats: dict) -> list[str]:
