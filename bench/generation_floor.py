@@ -16,7 +16,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from babeleval.bench import matmul_peak  # noqa: E402
-from babeleval.engine.sharding import kv_bytes_per_token  # noqa: E402
+from babeleval.placement.sharding import kv_bytes_per_token  # noqa: E402
 from babeleval.models import Decoder, build_module  # noqa: E402
 from babeleval.models.decoder import empty_cache  # noqa: E402
 from babeleval.models.layers import _attend_one_query  # noqa: E402

@@ -13,7 +13,7 @@ import conftest  # noqa: F401  (tests/ on the path)
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from babeleval.engine.devices import num_devices, replicate, shard_batch  # noqa: E402
+from babeleval.placement.devices import num_devices, replicate, shard_batch  # noqa: E402
 from babeleval.engine.generate import prefill, prefill_after_prefix  # noqa: E402
 from babeleval.engine.prefix import _stacked, prefix_caches, prefix_rows  # noqa: E402
 from real_models import ours  # noqa: E402

@@ -78,7 +78,7 @@ def measure(folder: str, mesh: str) -> None:
     """In a fresh process: load and print the peak RSS above the size before loading."""
     import jax
 
-    from babeleval.engine.sharding import bytes_per_device
+    from babeleval.placement.sharding import bytes_per_device
     from babeleval.loading import load_model
 
     jax.devices()

@@ -34,7 +34,7 @@ def _unit(name: str, subset: str, data: Path, limit: int):
 def _placement(engine) -> dict:
     import jax
 
-    from babeleval.engine.sharding import bytes_per_device
+    from babeleval.placement.sharding import bytes_per_device
 
     leaves = jax.tree.leaves(engine.params)
     return {**engine.placement.as_dict(), "per_device": sorted(bytes_per_device(engine.params).values()),

@@ -141,7 +141,7 @@ def test_run_with_the_models_template_and_a_system_message(tmp_path):
     from click.testing import CliRunner
 
     from babeleval.cli.main import cli
-    from babeleval.tasks.templates import text_hash
+    from babeleval.provenance import text_hash
 
     out, system = tmp_path / "out", "Chagua mwisho unaofaa zaidi."
     common = ["run", "--quiet", "--task", "xcopa:sw", "--limit", "3", "--fewshot", "2", "--output", out]

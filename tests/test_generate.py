@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from babeleval.engine.devices import num_devices
+from babeleval.placement.devices import num_devices
 from babeleval.engine.generate import Generator
 from babeleval.requests import Generate, cut_at_stop
 from real_models import ours, pad, reference

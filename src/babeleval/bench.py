@@ -26,7 +26,7 @@ def matmul_peak(dtype, n: int = 2048, repeats: int = 5) -> float:
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from .engine.devices import mesh, num_devices
+    from .placement.devices import mesh, num_devices
 
     devices = num_devices()
     a = jax.device_put(jnp.ones((devices, n, n), dtype), NamedSharding(mesh(), PartitionSpec("data")))
@@ -51,7 +51,7 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
           mesh=None) -> dict:
     """model: a LoadedModel; mesh: 'auto', 'data=D,model=M' or (D, M). Returns the measurements
     (see the module docstring); devices records the mesh and the weights per device."""
-    from .engine.devices import describe
+    from .placement.devices import describe
     from .engine.scoring import Scorer
     from .evaluate import prepare_task
     from .tasks.files import find_tasks
@@ -66,7 +66,7 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
     generating = [r for r in requests if isinstance(r, Generate)]
     if not scoring and not generating:
         raise BabelevalError(f"{', '.join(tasks)}: bench measures scoring and generation tasks (this one embeds)")
-    from .engine.sharding import place_model
+    from .placement.sharding import place_model
 
     peak = matmul_peak(model.dtype)
     placement = place_model(model, mesh)[2].as_dict()

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .errors import BabelevalError
+from .provenance import text_hash
 
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
@@ -97,8 +98,6 @@ class ChatTemplate:
 
     @property
     def hash(self) -> str:
-        from .tasks.templates import text_hash
-
         return text_hash(self.source)
 
     @property
@@ -131,38 +130,23 @@ class ChatTemplate:
             raise BabelevalError(f"{path}: cannot read the chat template ({exc.strerror})") from None
         except UnicodeDecodeError as exc:
             raise BabelevalError(f"{path}: the chat template is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        from .loading.chat_files import model_template, read_json, template_in_config  # reading model files: loading/
+
         if path.suffix == ".json":
-            text = _template_in_config(_json(path), path)
+            text = template_in_config(read_json(path), path)
             if not text:
                 raise BabelevalError(f"{path}: no chat_template field")
-        special = _model_template(_model_path(model))[2] if model is not None else {}
+        special = model_template(_model_path(model), SPECIAL_TOKENS)[2] if model is not None else {}
         return cls(text, origin=str(path), **special)
 
     @classmethod
     def from_model(cls, model) -> "ChatTemplate | None":
         """The template the model carries, or None. model: a loaded model (its .source), or a
         spec load_model accepts (alias, GGUF file, HF folder, hub id)."""
-        source, origin, special = _model_template(_model_path(model))
+        from .loading.chat_files import model_template
+
+        source, origin, special = model_template(_model_path(model), SPECIAL_TOKENS)
         return cls(source, origin=origin, **special) if source else None
-
-
-def _json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BabelevalError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-
-
-def _template_in_config(config: dict, path: Path) -> str | None:
-    """tokenizer_config.json's chat_template: one string, or named templates (transformers uses "default")."""
-    value = config.get("chat_template")
-    if isinstance(value, list):
-        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
-        if "default" not in named:
-            raise BabelevalError(f"{path}: chat_template lists templates {', '.join(map(str, named))} but none "
-                                 "named 'default'")
-        return named["default"]
-    return value
 
 
 def _model_path(model) -> Path:
@@ -175,49 +159,3 @@ def _model_path(model) -> Path:
     from .loading import resolve  # aliases and hub ids (imports JAX, starts no backend)
 
     return resolve(str(model))
-
-
-def _model_template(path: Path) -> tuple[str | None, str, dict]:
-    """(template source or None, where it was found, the named special tokens) of a model file or folder."""
-    if path.suffix == ".gguf":
-        return _gguf_template(str(path), path.stat().st_mtime)
-    if path.is_dir():
-        return _hf_folder_template(path)
-    return None, str(path), {}
-
-
-@functools.lru_cache(maxsize=8)
-def _gguf_template(path: str, mtime: float) -> tuple[str | None, str, dict]:
-    """Read once per file (GGUFReader parses every field: 262k token strings for Gemma take seconds)."""
-    import gguf
-
-    try:
-        fields = gguf.GGUFReader(str(path)).fields
-    except Exception as exc:  # the gguf package raises bare ValueErrors on bad files
-        raise BabelevalError(f"{path}: not a readable GGUF file ({exc})") from None
-    value = lambda key: fields[key].contents() if key in fields else None
-    tokens = value("tokenizer.ggml.tokens") or []
-    special = {}
-    for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("unk_token", "unknown_token_id"),
-                      ("pad_token", "padding_token_id")):
-        index = value(f"tokenizer.ggml.{key}")
-        if index is not None and int(index) < len(tokens):
-            special[name] = tokens[int(index)]
-    return value("tokenizer.chat_template"), f"{path} (tokenizer.chat_template)", special
-
-
-def _hf_folder_template(path: Path) -> tuple[str | None, str, dict]:
-    config_file = path / "tokenizer_config.json"
-    config = _json(config_file) if config_file.exists() else {}
-    jinja_file = path / "chat_template.jinja"  # where transformers >= 4.43 saves it; it wins over the config
-    source, origin = ((jinja_file.read_text(encoding="utf-8"), str(jinja_file)) if jinja_file.exists()
-                      else (_template_in_config(config, config_file), f"{config_file} (chat_template)"))
-    special_map = path / "special_tokens_map.json"
-    tokens = {**(_json(special_map) if special_map.exists() else {}), **config}
-    special = {}
-    for name in SPECIAL_TOKENS:
-        value = tokens.get(name)
-        value = value.get("content") if isinstance(value, dict) else value
-        if isinstance(value, str):
-            special[name] = value
-    return source, origin, special

@@ -21,7 +21,7 @@ class Engines:
     def __init__(self, model, batch_size: int | None = None, mesh=None):
         self.model = model
         self.batch_size = batch_size
-        self.mesh = mesh  # 'auto', 'data=D,model=M' or (D, M): engine/devices.py
+        self.mesh = mesh  # 'auto', 'data=D,model=M' or (D, M): placement/devices.py
         self.built = {}
 
     def _engine(self, kind):
@@ -76,7 +76,7 @@ class Engines:
         return engine.embed([r.prefix + r.text for r in requests], progress)
 
     def placement(self) -> dict:
-        """results.json's devices entry: the mesh and where the weights went (engine/sharding.py)."""
+        """results.json's devices entry: the mesh and where the weights went (placement/sharding.py)."""
         for engine in self.built.values():
             engine = getattr(getattr(engine, "embedder", engine), "engine", engine)  # CachedEmbedder(ModelEmbedder)
             if getattr(engine, "placement", None) is not None:

@@ -216,7 +216,7 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
 
 
 def _devices() -> dict:
-    from .engine.devices import describe
+    from .placement.devices import describe
 
     return describe()
 
@@ -242,7 +242,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     load_model accepts, or a LoadedModel); write samples and results.json under `output`.
     overrides: task-file fields set for every named task, e.g. {"choice_orders": ["original",
     "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}. mesh: 'auto', 'data=D,model=M'
-    or (D, M) (engine/devices.py); dtype 'auto': bfloat16 on GPU/TPU, float32 on CPU."""
+    or (D, M) (placement/devices.py); dtype 'auto': bfloat16 on GPU/TPU, float32 on CPU."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
     started, embedded_before = time.time(), auxiliary_stats()  # retrievers embed while tasks are prepared

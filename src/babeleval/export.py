@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .compare.join import read_records, samples_path
 from .errors import BabelevalError
-from .report.runs import load_runs
+from .pages.runs import load_runs
 
 FIXED = ("run", "model", "model_source", "task", "subset", "language", "script", "variant_key", "axes", "id",
          "signature", "prediction", "gold", "references", "loglikelihoods", "record")

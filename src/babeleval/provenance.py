@@ -57,3 +57,8 @@ def file_sha256(path: str) -> str | None:
 def run_provenance() -> dict:
     return {"versions": versions(), "git_commit": git_commit(), "command": [Path(sys.argv[0]).name] + sys.argv[1:],
             "python": sys.version.split()[0]}
+
+
+def text_hash(text: str) -> str:
+    """The 16-hex-digit hash that names a template, a prompt or a chat template in results."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -11,7 +11,7 @@ from itertools import combinations
 from pathlib import Path
 
 from ..errors import BabelevalError
-from ..report.runs import Run, load_runs
+from ..pages.runs import Run, load_runs
 from .join import cells, check_same_documents, shared_ids, signature_refusal
 from .leaderboard import leaderboard
 from .paired import metric_kind, test, value

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BabelevalError
-from ..report.runs import Run
+from ..pages.runs import Run
 from ..tasks.sources import read_file
 
 REQUIRED = ("id", "key", "subset", "variant", "signature")

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 from ..errors import BabelevalError
-from ..report.blocks import Figure, Heading, Paragraph, Table, html_page, markdown
-from ..report.plots import _pyplot, _save, bar_chart
-from ..report.sections import number
+from ..pages.blocks import Figure, Heading, Paragraph, Table, html_page, markdown, number
+from ..pages.plots import bar_chart, pyplot, save_figure
 from ..results import write_json_atomic
 from .paired import TESTS
 
@@ -71,7 +70,7 @@ def _difference_chart(name: str, task: dict, folder: Path, stem: str) -> Figure 
         return None
     cells = list(dict.fromkeys(d["cell"] for d in tested))
     pairs = list(dict.fromkeys((d["a"], d["b"]) for d in tested))
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 1.4 + len(cells) * max(0.25, 0.12 * len(pairs))))
     for k, pair in enumerate(pairs):
         rows = [d for d in tested if (d["a"], d["b"]) == pair]
@@ -86,7 +85,7 @@ def _difference_chart(name: str, task: dict, folder: Path, stem: str) -> Figure 
     ax.set_title(f"{name}: paired differences", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    paths = _save(fig, folder / stem)
+    paths = save_figure(fig, folder / stem)
     plt.close(fig)
     return Figure(f"{folder.name}/{paths[0].name}",
                   f"{name}: each pair's difference per language with its 95% interval (uncorrected); one that crosses "

@@ -18,8 +18,8 @@ from ..models.config import EncoderConfig
 from ..models.encoder import pool
 from .buckets import CompileCounter, length_batches, padded_rows
 from .compile_cache import default_compilation_cache
-from .devices import data_shards, shard_batch, using
-from .sharding import place_model
+from ..placement.devices import data_shards, shard_batch, using
+from ..placement.sharding import place_model
 from .forward import encoder_forward, padded_causal
 from ..requests import Embed
 

@@ -37,8 +37,8 @@ from .prefix import attention_inputs, prefix_bucket, prefix_groups, prefix_rows,
 from .buckets import CompileCounter, batch_size_for, length_batches, length_bucket, next_pow2, padded_rows
 from .compile_cache import default_compilation_cache
 from .packed_prefill import empty_buffer, group_row, prefill_lines, take_group, window_calls, window_rows, windows
-from .devices import constrain_kv, data_shards, per_device, shard_batch, split_for_process, texts_from_all_processes, using
-from .sharding import kv_bytes_per_token, place_model
+from ..placement.devices import constrain_kv, data_shards, per_device, shard_batch, split_for_process, texts_from_all_processes, using
+from ..placement.sharding import kv_bytes_per_token, place_model
 from ..requests import Generate, GenerateResult, cut_at_stop
 
 
@@ -179,7 +179,7 @@ class Generator:
         per prefill batch; decode_budget: cache slots (prompt + new) decoded together,
         4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB);
         share_prefixes: a long prompt prefix many prompts share is prefilled once; mesh: 'auto',
-        'data=D,model=M' or (D, M) (engine/devices.py, engine/sharding.py)."""
+        'data=D,model=M' or (D, M) (placement/devices.py, placement/sharding.py)."""
         self.model = model
         self.share_prefixes = share_prefixes
         self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
-from .devices import constrain_kv, per_device
+from ..placement.devices import constrain_kv, per_device
 from .prefix import attention_inputs
 from .scoring import tree_mask
 

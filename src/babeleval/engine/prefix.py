@@ -19,7 +19,7 @@ import numpy as np
 from ..models import build_module
 from ..models.decoder import empty_cache
 from .buckets import length_bucket, padded_rows
-from .devices import data_shards, per_device, place_kv, replicate, shard_batch
+from ..placement.devices import data_shards, per_device, place_kv, replicate, shard_batch
 from .radix import common_length
 
 MIN_PREFIX = 32  # a 49-54 token instruction header (ProverbEval t1 on SIB-200 with SmolLM2's tokenizer) pays

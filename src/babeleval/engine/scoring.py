@@ -24,9 +24,9 @@ from ..models import build_module
 from ..runlog import warn_once
 from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
 from .compile_cache import default_compilation_cache
-from .devices import data_shards, per_device, shard_batch, split_for_process, sum_over_processes, using
+from ..placement.devices import data_shards, per_device, shard_batch, split_for_process, sum_over_processes, using
 from .head import HEAD_CHUNK, score_positions
-from .sharding import kv_bytes_per_token, place_model
+from ..placement.sharding import kv_bytes_per_token, place_model
 from .radix import LineArrays, Row, radix_rows
 from .prefix import attention_inputs, computed_prefixes, prefix_groups, prefix_slots
 from ..requests import Loglikelihood, LoglikelihoodResult
@@ -146,7 +146,7 @@ class Scorer:
                  share_prefixes: bool = True, mesh=None):
         """max_length: the model's own limit by default (as lm-eval's HF backend); share_prefixes:
         compute long prefixes that many contexts share once (engine/prefix.py); mesh: 'auto',
-        'data=D,model=M' or (D, M) (engine/devices.py, engine/sharding.py)."""
+        'data=D,model=M' or (D, M) (placement/devices.py, placement/sharding.py)."""
         self.model = model
         self.share_prefixes = share_prefixes
         self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)

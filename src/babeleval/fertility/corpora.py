@@ -66,7 +66,7 @@ CORPORA = ("udhr", "tokenizerbench", "sib200", "nusax")
 def load_corpus(spec: str, languages: list[str] | None = None, data: Path | None = None) -> dict[str, dict[str, str]]:
     """A named corpus (CORPORA) or a UTF-8 text file (then exactly one language code);
     sib200 and nusax read the benchmark files under `data` (the data root)."""
-    from ..tasks.files import data_root
+    from ..paths import data_root
 
     if spec == "udhr":
         return udhr(languages)

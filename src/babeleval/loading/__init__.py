@@ -86,13 +86,13 @@ def resolve(spec: str) -> Path:
 
 def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str | None = None,
                normalize: bool | None = None, mesh=None) -> LoadedModel:
-    """dtype: float32, bfloat16, or auto (bfloat16 on GPU/TPU, float32 on CPU: engine/devices.py).
+    """dtype: float32, bfloat16, or auto (bfloat16 on GPU/TPU, float32 on CPU: placement/devices.py).
     Tensors are read one at a time and each is placed on its devices before the next is read:
     on the first local device (mesh None), or split over a mesh ('auto', 'data=D,model=M',
-    (D, M)) by engine/sharding.py's rules, which the engines then use as they are; a babeleval
+    (D, M)) by placement/sharding.py's rules, which the engines then use as they are; a babeleval
     checkpoint is restored by orbax straight into that sharding."""
-    from ..engine.devices import default_dtype, split_cpu_cores
-    from ..engine.sharding import load_placement
+    from ..placement.devices import default_dtype, split_cpu_cores
+    from ..placement.sharding import load_placement
 
     split_cpu_cores()  # the first arrays are made here: JAX gets its CPU devices before them
     jdtype = DTYPES[default_dtype() if dtype == "auto" else dtype] if isinstance(dtype, str) else dtype

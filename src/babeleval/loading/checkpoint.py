@@ -55,7 +55,7 @@ def check_complete(folder: Path) -> None:
 
 def restore_params(folder: Path, dtype=jnp.float32, sharding=None):
     """sharding(path, shape) -> each parameter's target sharding: orbax reads every array
-    straight into its device shards (engine/sharding.py's load_placement)."""
+    straight into its device shards (placement/sharding.py's load_placement)."""
     import jax
     import orbax.checkpoint as ocp
 
@@ -64,7 +64,7 @@ def restore_params(folder: Path, dtype=jnp.float32, sharding=None):
     check_complete(folder)
     target = abstract_params(config, dtype)
     if sharding is not None:
-        from ..engine.sharding import path_name
+        from ..placement.sharding import path_name
 
         target = jax.tree_util.tree_map_with_path(
             lambda p, x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding(path_name(p), x.shape)), target)

@@ -5,7 +5,7 @@ the k where the family does: Mixtral, Qwen3-MoE); each token is computed by its 
 only: the (token, expert) pairs are sorted by expert and the three projections run as one
 grouped matmul each (`lax.ragged_dot`, MaxText's dropless layout), no capacity, no token
 dropped. Qwen2-MoE adds a shared expert behind a sigmoid gate. The experts' weights are
-stacked [experts, in, out], so the mesh splits them by whole experts (engine/sharding.py).
+stacked [experts, in, out], so the mesh splits them by whole experts (placement/sharding.py).
 """
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 from ..errors import BabelevalError
-from .blocks import Heading, Paragraph, Table, html_page, markdown
-from .runs import Run, load_fertility, load_runs
+from ..pages.blocks import Heading, Paragraph, Table, html_page, markdown
+from ..pages.runs import Run, load_fertility, load_runs
 from .sections import commands, run_table, task_section
 
 

@@ -4,19 +4,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .blocks import Figure, Heading, Paragraph, Table
-from .plots import bar_chart, bars_beside_bars
-from .runs import Run
+from ..pages.blocks import Figure, Heading, Paragraph, Table, number
+from ..pages.plots import bar_chart, bars_beside_bars
+from ..pages.runs import Run
 
 HIDDEN = ("_stderr", "_ci95")
-
-
-def number(value, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{2 if abs(value) >= 10 else digits}f}"
 
 
 def cell(metrics: dict | None, key: str) -> str:

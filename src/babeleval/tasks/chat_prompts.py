@@ -1,13 +1,6 @@
-"""Task prompts through a chat template (task field `chat:`, `--chat-template` / `--system`).
-
-The prompt is the user's turn and the model answers in its own turn: the demonstrations are
-alternating user/assistant turns (fewshot_as_multiturn, lm_eval.simple_evaluate's default)
-or all in the one user turn with the question, as lm-eval builds them; the system text, if
-any, is the system turn (what the template does with it is the template's business: Gemma 3
-puts it at the top of the first user turn). The rendered text ends with the generation
-prompt, so a choice is scored, or an answer generated, as the assistant's reply. A template
-that writes BOS itself (Gemma's `{{ bos_token }}`) gets no second one from the engine.
-"""
+"""Chat templates for tasks (task field `chat:`, `--chat-template` / `--system`): each chatted
+variant's template resolved for a model ("model": its own; or a file), and what results.json
+says of it. The prompts themselves are built in tasks/prompts.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,26 +8,7 @@ from pathlib import Path
 
 from ..chat import ChatTemplate
 from ..errors import BabelevalError
-from .config import TaskConfig, Variant
-
-
-def chat_context(variant: Variant, demos: list[tuple[str, str]], prompt: str) -> str:
-    from .documents import with_shots
-
-    chat, header = variant.chat, variant.fewshot.header
-    if not isinstance(chat.template, ChatTemplate):
-        raise BabelevalError(f"{variant.where}: chat template {chat.template!r} is not resolved for a model "
-                             "(evaluate() resolves it; resolve_chat(task, model) does it by hand)")
-    messages = [{"role": "system", "content": chat.system}] if chat.system else []
-    if chat.fewshot_as_multiturn and demos:
-        for i, (question, answer) in enumerate(demos):
-            messages += [{"role": "user", "content": (header if i == 0 else "") + question},
-                         {"role": "assistant", "content": answer}]
-        messages.append({"role": "user", "content": prompt})
-    else:
-        plain = with_shots(variant, [question + variant.target_delimiter + answer for question, answer in demos], prompt)
-        messages.append({"role": "user", "content": plain})
-    return chat.template.render(messages, add_generation_prompt=True)
+from .config import TaskConfig
 
 
 def resolve_chat(task: TaskConfig, model) -> TaskConfig:
@@ -77,13 +51,3 @@ def chat_summary(units) -> dict | None:
             return {"template": chat.template.origin, "hash": chat.template.hash, "system": chat.system,
                     "fewshot_as_multiturn": chat.fewshot_as_multiturn}
     return None
-
-
-def lm_eval_chat_arguments(chat) -> dict:
-    """lm-eval's Task.fewshot_context keywords for a chatted `lm-eval:` task: lm-eval builds the
-    turns (its --apply_chat_template path, system instruction, multi-turn few-shot) and our
-    ChatTemplate renders them, as transformers would."""
-    if chat is None:
-        return {}
-    return {"system_instruction": chat.system, "apply_chat_template": True,
-            "fewshot_as_multiturn": chat.fewshot_as_multiturn, "chat_template": chat.template.render}

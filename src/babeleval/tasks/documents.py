@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BabelevalError
+from ..paths import data_root
 from .cldr import KINDS as CLDR_KINDS, cldr_documents
 from .config import DataSpec, Variant
 from .sources import Raw, read_hub, read_local
@@ -89,8 +90,6 @@ def read_split(variant: Variant, data: Path | None, split: str) -> list[Raw]:
 def _read_spec(spec: DataSpec, variant: Variant, data: Path | None, split: str) -> list[Raw]:
     path = None
     if spec.path:
-        from .files import data_root
-
         paths = [_fill(p, variant, split) for p in (spec.path if isinstance(spec.path, list) else [spec.path])]
         paths = tuple(str(Path(p) if Path(p).is_absolute() else data_root(data) / p) for p in paths)
         path = paths if isinstance(spec.path, list) else paths[0]
@@ -174,23 +173,3 @@ def demonstrations(variant: Variant, shots: list[Document], doc: Document, table
         return pool[:n]
     seed = hashlib.sha256(f"{variant.fewshot.seed}|{doc.id}".encode()).digest()
     return random.Random(seed).sample(pool, n)
-
-
-def with_shots(variant: Variant, demos: list[str], prompt: str) -> str:
-    shot = variant.fewshot
-    if not demos:
-        return shot.header + prompt
-    last = shot.separator if shot.last_separator is None else shot.last_separator
-    return shot.header + shot.separator.join(demos) + last + prompt
-
-
-def prompt_context(variant: Variant, demos: list[tuple[str, str]], prompt: str) -> str:
-    """The text a model continues: the demonstrations (question, answer) and the prompt, as
-    plain text (with_shots, the answer after the target delimiter) or, when the task is
-    chatted, rendered through the chat template (tasks/chat_prompts.py). One place for
-    every task kind that builds prompts."""
-    if variant.chat is not None:
-        from .chat_prompts import chat_context
-
-        return chat_context(variant, demos, prompt)
-    return with_shots(variant, [question + variant.target_delimiter + answer for question, answer in demos], prompt)

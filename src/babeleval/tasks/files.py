@@ -16,16 +16,6 @@ from ..errors import BabelevalError
 from .config import TaskConfig, deep_merge, parse_task
 
 BUILTIN = Path(__file__).parent / "builtin"
-DATA_ENV = "BABELEVAL_DATA"
-
-
-def data_root(data: Path | str | None = None) -> Path:
-    """The folder benchmark files are read from: the one passed in, else $BABELEVAL_DATA."""
-    if data is not None:
-        return Path(data).expanduser()
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV]).expanduser()
-    raise BabelevalError(f"no data folder: pass --data DIR (or data=... in Python) or set {DATA_ENV}")
 
 
 def read_yaml(path: Path, seen: tuple = ()) -> dict:

@@ -13,9 +13,11 @@ from ..errors import BabelevalError
 from ..metrics.generation import build_metric
 from ..requests import Generate, GenerateResult
 from .config import Variant
-from .documents import Document, context_of, demonstrations, fields_for_breakdown, prompt_context
+from .documents import Document, context_of, demonstrations, fields_for_breakdown
+from .prompts import prompt_context
 from .nearest import demonstration_table
-from .templates import evaluate, render, text_hash
+from ..provenance import text_hash
+from .templates import evaluate, render
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,9 @@ from ..errors import BabelevalError
 from ..metrics.means import mean_and_stderr
 from ..requests import LmEvalGenerate, Loglikelihood
 from .bad_rows import BadRowLog, lm_eval_problems
-from .chat_prompts import lm_eval_chat_arguments
 from .config import BadRows, TaskConfig, parse_bad_rows, parse_chat
 from .order import expand_orders, permutation
-from .templates import text_hash
+from ..provenance import text_hash
 
 PREFIX = "lm-eval:"
 FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
@@ -385,3 +384,13 @@ def _jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     return value
+
+
+def lm_eval_chat_arguments(chat) -> dict:
+    """lm-eval's Task.fewshot_context keywords for a chatted `lm-eval:` task: lm-eval builds the
+    turns (its --apply_chat_template path, system instruction, multi-turn few-shot) and our
+    ChatTemplate renders them, as transformers would."""
+    if chat is None:
+        return {}
+    return {"system_instruction": chat.system, "apply_chat_template": True,
+            "fewshot_as_multiturn": chat.fewshot_as_multiturn, "chat_template": chat.template.render}

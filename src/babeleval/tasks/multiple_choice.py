@@ -21,10 +21,12 @@ from ..metrics.means import mean_and_stderr
 from ..requests import Generate, GenerateResult, Loglikelihood, LoglikelihoodResult
 from .bad_rows import BadRowLog, option_problems
 from .config import LETTERS, Variant
-from .documents import Document, context_of, demonstrations, fields_for_breakdown, prompt_context
+from .documents import Document, context_of, demonstrations, fields_for_breakdown
+from .prompts import prompt_context
 from .nearest import demonstration_table
 from .order import permutation
-from .templates import evaluate, render, text_hash
+from ..provenance import text_hash
+from .templates import evaluate, render
 from .verbalise import verbalise
 
 

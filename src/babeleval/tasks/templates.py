@@ -7,7 +7,6 @@ names the template and the fields the document has, never an empty string in a p
 from __future__ import annotations
 
 import functools
-import hashlib
 
 import jinja2
 
@@ -82,7 +81,3 @@ def evaluate(source, context: dict, what: str, where: str):
             except jinja2.UndefinedError as exc:
                 raise _explain(exc, what, where, context) from None
     return value
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

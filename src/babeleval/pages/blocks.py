@@ -3,6 +3,7 @@ as a static HTML page (report.html); the two never drift apart."""
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 
 
@@ -73,3 +74,11 @@ def html_page(title: str, blocks: list) -> str:
                        f'(<a href="{e(b.image.removesuffix(".png"))}.svg">SVG</a>)</figcaption></figure>')
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def number(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{2 if abs(value) >= 10 else digits}f}"

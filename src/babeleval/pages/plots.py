@@ -10,7 +10,7 @@ from pathlib import Path
 Series = dict[str, list[tuple[float | None, float | None]]]  # name -> per category (value, stderr)
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,7 +40,7 @@ def draw_bars(ax, categories: list[str], series: Series, xlabel: str) -> None:
         ax.legend(fontsize=7, loc="best")
 
 
-def _save(fig, stem: Path) -> list[Path]:
+def save_figure(fig, stem: Path) -> list[Path]:
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     fig.tight_layout()
     for path in paths:
@@ -53,11 +53,11 @@ def _height(categories: list[str], series: int) -> float:
 
 
 def bar_chart(categories: list[str], series: Series, xlabel: str, title: str, stem: Path) -> list[Path]:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, _height(categories, len(series))))
     draw_bars(ax, categories, series, xlabel)
     ax.set_title(title, fontsize=9)
-    paths = _save(fig, stem)
+    paths = save_figure(fig, stem)
     plt.close(fig)
     return paths
 
@@ -65,12 +65,12 @@ def bar_chart(categories: list[str], series: Series, xlabel: str, title: str, st
 def bars_beside_bars(categories: list[str], left: Series, left_label: str, right: Series, right_label: str,
                      title: str, stem: Path) -> list[Path]:
     """Two panels sharing the categories: the score per language beside tokens per word."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = max(len(left), len(right))
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, _height(categories, rows)), sharey=True)
     draw_bars(a, categories, left, left_label)
     draw_bars(b, categories, right, right_label)
     fig.suptitle(title, fontsize=9)
-    paths = _save(fig, stem)
+    paths = save_figure(fig, stem)
     plt.close(fig)
     return paths

@@ -1,5 +1,5 @@
 """The mesh: local devices in a grid with two named axes, `data` (batches split along it)
-and `model` (weights split along it, engine/sharding.py). Across hosts, jax.distributed splits
+and `model` (weights split along it, placement/sharding.py). Across hosts, jax.distributed splits
 the requests and gathers the answers (split_for_process / sum_over_processes): the `data` axis
 of `--mesh data=D,model=M` counts every process's data shards, the model axis stays within a
 host. Data-parallel runs are the model=1 case of the same code."""
