@@ -53,7 +53,7 @@ def lm_eval_task(folder: Path):
     return TaskManager(include_defaults=False, include_path=str(folder)).load(["messy_lm_eval"])["tasks"]["messy_lm_eval"]
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_keep_scores_as_lm_eval_and_skip_counts(tmp_path):
     task = tmp_path / "messy.yaml"
     task.write_text(TASK, encoding="utf-8")

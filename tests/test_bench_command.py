@@ -3,9 +3,12 @@
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from babeleval.cli.main import cli
+
+pytestmark = pytest.mark.full  # bench end to end
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from babeleval.evaluate import prepare_task
 from babeleval.loading import load_model
 from babeleval.tasks.files import find_task
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.full
 
 RELATIVE, ABSOLUTE = 0.02, 0.15  # README: |bf16 - fp32| <= 0.02 |logp| + 0.15 per option
 

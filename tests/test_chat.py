@@ -56,7 +56,7 @@ def templates():
     return {"smollm2-135m": smol, "gemma3-270m": gemma}
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_rendering_equals_transformers_character_for_character():
     """Every conversation, with and without the generation prompt, equals transformers'
     apply_chat_template(tokenize=False) on the tokenizer built from the same GGUF."""
@@ -80,7 +80,7 @@ def test_rendering_equals_transformers_character_for_character():
     assert "<start_of_turn>system" not in gemma and gemma.endswith("?<end_of_turn>\n<start_of_turn>model\n")
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_template_exceptions_are_errors_naming_the_template():
     """Gemma 3's template refuses roles that do not alternate (raise_exception): transformers
     raises, and so do we, with the template's own message and where it came from."""
@@ -132,7 +132,7 @@ def test_importing_chat_starts_no_jax():
     assert out.stdout.strip() == "False"
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_run_with_the_models_template_and_a_system_message(tmp_path):
     """`babeleval run --chat-template model --system S` on XCOPA-sw, 2-shot: every prompt is
     transformers' rendering of [system, user, assistant, user, assistant, user] + the generation
@@ -258,7 +258,7 @@ def test_block_whitespace_generation_tags_and_loop_controls_as_transformers():
     assert "\n    " not in expected and expected.count("[USER] {") == 2 and expected.count("</s>") == 2  # {% break %} after five
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_lm_eval_task_with_the_models_template(monkeypatch):
     """`lm-eval:` tasks under --chat-template / --system: lm-eval builds the turns (system
     instruction, 5 demonstrations as turns) and our template renders them: the context equals

@@ -158,3 +158,12 @@ def test_unknown_lm_eval_task_is_one_line_naming_the_closest():
     assert result.exit_code == 2, result.output
     assert result.output.startswith("error: unknown lm-eval task 'xcopa_zz' (did you mean xcopa_")
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_missing_lm_eval_is_one_line(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
+    result = CliRunner().invoke(cli, ["lm-eval", "--tasks", "xcopa_sw"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: lm-eval backend needs lm_eval: pip install 'babeleval[lm-eval]'"

@@ -190,6 +190,7 @@ def test_other_metric_settings_are_refused(tmp_path):
     assert all(d["difference"] == 0 and d["a_value"] == d["b_value"] > 0 for d in same["differences"])
 
 
+@pytest.mark.full  # the browser checks
 @needs_chromium
 def test_html_renders_in_headless_chromium(written, tmp_path):
     dom, pixels = in_chromium(written / "compare.html", tmp_path, 1600)
@@ -200,7 +201,7 @@ def test_html_renders_in_headless_chromium(written, tmp_path):
     assert blue.sum() > 3000 and orange.sum() > 3000
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_two_models_run_here_then_compared(tmp_path, shared_data):
     """Both models on XCOPA's 5 languages, --limit 20 (100 questions each: --limit 40 took
     4.5 minutes of a slow 2-core host's CI run), then compared."""

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.full  # subprocesses compiling and loading programs
+
 SCRIPT = """
 import sys
 from pathlib import Path

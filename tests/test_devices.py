@@ -8,6 +8,9 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
+
+pytestmark = pytest.mark.full  # 1 vs 2 devices in their own processes
 
 WORKER = Path(__file__).parent / "score_worker.py"
 

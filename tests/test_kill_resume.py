@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.full  # SIGKILL at every kill point: subprocess runs
+
 WORKER = Path(__file__).parent / "kill_worker.py"
 TASK = "cldr-weekdays:fr,am"  # 14 documents of 7 options: 98 scoring requests
 DOCS, OPTIONS = 14, 7

@@ -13,6 +13,8 @@ import pytest
 from babeleval.evaluate import evaluate, prepare_task
 from babeleval.tasks.files import find_task
 
+pytestmark = pytest.mark.full  # live lm-eval parity on real weights and data
+
 REFERENCE = Path(__file__).parent / "reference" / "lm_eval_xcopa_sw.json"
 N = 200
 

@@ -20,7 +20,7 @@ from babeleval.errors import BabelevalError
 from babeleval.evaluate import evaluate, prepare_task
 from babeleval.tasks.files import find_tasks
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.full
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "lm_eval_run"
 XCOPA, SIB = FIXTURES / "xcopa_sw_local.yaml", FIXTURES / "sib200_swh_options.yaml"

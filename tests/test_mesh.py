@@ -21,7 +21,7 @@ import pytest
 
 from test_kill_resume import WORKER as KILL_WORKER, complete_records, task_results
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.full
 WORKER = Path(__file__).parent / "mesh_worker.py"
 MESHES = ("8x1", "4x2", "2x4", "1x8")
 PARTS = "xcopa-sw,sib200-milu,generate,embed,tiny"

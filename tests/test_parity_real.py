@@ -5,6 +5,8 @@ import pytest
 from babeleval.engine.forward import decoder_logits, encoder_forward
 from real_models import ours, pad, reference
 
+pytestmark = pytest.mark.full  # live transformers on real weights (the default tier reads the golden file: test_golden)
+
 PROMPTS = ["The capital of France is", "Habari ya asubuhi, rafiki yangu", "नमस्ते, आप कैसे हैं?",
            "1, 2, 3, 4, 5,"]
 
@@ -30,7 +32,6 @@ def test_smollm2_logits_match_transformers():
     assert model.tokenizer.decode([int(logits[0, -1].argmax())]).strip() == "Paris"
 
 
-@pytest.mark.slow
 def test_gemma3_270m_logits_match_transformers():
     compare_decoder("gemma3-270m", 2e-3)
 

@@ -68,6 +68,7 @@ def in_chromium(page: Path, tmp_path: Path, height: int):
     return dom, (matplotlib.image.imread(shot)[..., :3] * 255).astype(int)
 
 
+@pytest.mark.full  # the browser checks
 @needs_chromium
 def test_html_renders_in_headless_chromium(report, tmp_path):
     dom, pixels = in_chromium(report / "report.html", tmp_path, 2400)
