@@ -117,3 +117,27 @@ def build_legacy(name: str, folder: Path):
     raw = {k: v for k, v in json.loads(path.read_text()).items() if k not in drop}
     path.write_text(json.dumps({**raw, **extra}, indent=1))
     return transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+
+
+def build_with_real_tokenizer(name: str, folder: Path, **overrides):
+    """A random model of family `name` (CONFIGS, with overrides: e.g. bench shapes) that reads real
+    text: SmolLM2's tokenizer (49,152 tokens, from its GGUF) saved beside it, the vocabulary sized
+    to match. Returns the torch model."""
+    import transformers
+
+    from babeleval.loading import resolve
+
+    path = resolve("smollm2-135m")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    cls_name, kwargs = CONFIGS[name]
+    special = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                   pad_token_id=tokenizer.eos_token_id)
+    config = getattr(transformers, cls_name)(**{**kwargs, **special, "vocab_size": len(tokenizer), **overrides})
+    import torch
+
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model
