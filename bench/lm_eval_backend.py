@@ -9,6 +9,10 @@ and whether the per-sample results are identical (log-likelihoods within max(1e-
 acc/acc_norm equal, generations equal).
 
 nice -n 10 python bench/lm_eval_backend.py --limit 8 [--json out.json]   (from the repository root)
+
+--model DIR runs both backends on an HF folder instead (HFLM: transformers' fp32 model and the
+folder's tokenizer; babeleval: load_model(DIR)), e.g. a random mixture of experts written by
+bench/random_models.py.
 """
 from __future__ import annotations
 
@@ -63,6 +67,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=8)
     parser.add_argument("--json", default=None)
     parser.add_argument("--only", default=None, help="run the workloads whose name contains this")
+    parser.add_argument("--model", default=None, help="an HF folder both backends load (default: SmolLM2's GGUF)")
     args = parser.parse_args()
     os.chdir(ROOT)  # the task files' data_files are relative to the repository root
 
@@ -73,8 +78,18 @@ def main() -> None:
     from babeleval.lm_eval import BabelevalLM
     from babeleval.loading import resolve
 
-    path = resolve("smollm2-135m")
-    hf_tok = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    if args.model:
+        from babeleval.loading import load_model
+
+        folder = args.model
+        model = load_model(folder)
+        ours = lambda _: model  # noqa: E731
+        hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype="float32").eval()
+        reference = lambda _: hf_model  # noqa: E731
+        hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
+    else:
+        path = resolve("smollm2-135m")
+        hf_tok = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     rows = []
     for name, tasks in WORKLOADS.items():
         if args.only and args.only not in name:

@@ -1,4 +1,4 @@
-"""Every bad input the README's troubleshooting lists: one line naming the file, line and
+"""Every bad input docs/troubleshooting.md lists: one line naming the file, line and
 field (or the option), exit code 2, no traceback, and no results.json written."""
 import json
 import shutil

@@ -1,4 +1,4 @@
-"""bf16 (the default on GPU/TPU) against fp32 on the same model file: the tolerance README
+"""bf16 (the default on GPU/TPU) against fp32 on the same model file: the tolerance docs/devices.md
 promises, on real XCOPA-sw and XCOPA-ta questions (bench/bf16_logprobs.py measured it on
 more: bench/RESULTS.md). Norms, softmax, the vocabulary logits, log-softmax and the sums
 are fp32 in both, so what differs is the bf16 weights and activations."""
@@ -13,7 +13,7 @@ from babeleval.tasks.files import find_task
 
 pytestmark = pytest.mark.full
 
-RELATIVE, ABSOLUTE = 0.02, 0.15  # README: |bf16 - fp32| <= 0.02 |logp| + 0.15 per option
+RELATIVE, ABSOLUTE = 0.02, 0.15  # docs/devices.md: |bf16 - fp32| <= 0.02 |logp| + 0.15 per option
 
 
 def test_bf16_logprobs_within_the_promised_tolerance(shared_data):

@@ -2,7 +2,7 @@
 as one Parquet table, so many runs can be queried with DuckDB or pandas without parsing
 JSON lines: `SELECT model, subset, avg(acc) FROM 'runs.parquet' GROUP BY ALL`.
 
-One row per record. Columns (README "Per-question records as Parquet"): run, model,
+One row per record. Columns (docs/compare.md, `babeleval export`): run, model,
 model_source, task, subset, language, script, variant_key, axes (map of axis -> value),
 id (document key), signature, prediction and gold as text (the chosen option's text for
 multiple choice, the generation for generation tasks), references, loglikelihoods (list

@@ -109,7 +109,7 @@ def load_lm_eval_tasks(spec: str) -> dict:
     except Exception as exc:  # datasets/hub/YAML errors: one line, with the offline way out
         raise BabelevalError(f"lm-eval task {spec}: cannot load ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                              "offline, point the task at local files: dataset_path: json|csv|parquet with "
-                             "dataset_kwargs.data_files (README, lm-eval tasks)") from None
+                             "dataset_kwargs.data_files (docs/lm-eval.md)") from None
     return _checked(loaded)
 
 
