@@ -18,7 +18,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 def test_dry_run_runs_every_part_and_writes_every_field(tmp_path):
     from gpu_check import FP32_COMPARED, SHAPES
 
-    env = {**os.environ, "OUT": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**os.environ, "OUT": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "BABELEVAL_GPU_INSTALL": "0"}
     done = subprocess.run(["bash", "bench/gpu_run.sh", "--dry-run", "--budget-s", "60"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
