@@ -8,11 +8,11 @@ from click.testing import CliRunner
 
 from babeleval.cli.main import cli
 
-pytestmark = pytest.mark.full  # bench end to end
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.full  # bench end to end on SmolLM2
 def test_bench_measures_scoring_and_generation(tmp_path, shared_data, monkeypatch):
     """An lm-eval generation task is measured on the engine `run` answers it with (HFLM's rules)."""
     out = tmp_path / "bench.json"
@@ -42,6 +42,7 @@ def test_bench_measures_scoring_and_generation(tmp_path, shared_data, monkeypatc
     assert "scoring: 21 requests" in result.output and "generation (Generator, ExactGenerator): 6 prompts" in result.output
 
 
+@pytest.mark.full  # bench in fresh processes
 def test_bench_devices_measures_each_count_in_its_own_process(tmp_path):
     from test_bad_input import byte_model
 
@@ -59,3 +60,24 @@ def test_bench_devices_measures_each_count_in_its_own_process(tmp_path):
     assert "scoring by devices: 1:" in result.output
     bad = CliRunner().invoke(cli, ["bench", "--task", "cldr-weekdays:fr", "--devices", "1,x"])
     assert bad.exit_code != 0 and "expected device counts" in bad.output
+
+
+def test_bench_counts_on_a_byte_model(tmp_path):
+    """`babeleval bench` on a random byte-level model (cheap): 2 questions of 7 options, every
+    request's bytes but its last counted for a no-sharing engine, fewer computed."""
+    from test_bad_input import byte_model
+
+    from babeleval.evaluate import prepare_task
+    from babeleval.tasks.files import find_task
+
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(cli, ["bench", "--model", str(byte_model(tmp_path / "model")), "--task",
+                                      "cldr-weekdays:fr", "--limit", "2", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    s = json.loads(out.read_text())["scoring"]
+    unit, = prepare_task(find_task("cldr-weekdays:fr"), None, 2)
+    requests = unit.kind.requests(unit.items)
+    alone = sum(len((r.context + r.continuation).encode("utf-8")) for r in requests)  # BOS + bytes, less the last
+    assert s["requests"] == 14 and s["tokens_without_sharing"] == alone
+    assert s["tokens_computed"] < s["tokens_without_sharing"] and s["requests_per_second"] > 0
+

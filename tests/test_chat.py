@@ -121,6 +121,7 @@ def test_template_from_an_hf_folder(tmp_path):
     assert ChatTemplate.from_model(tmp_path).render([{"role": "user", "content": "x"}]) == "J</s>"
 
 
+@pytest.mark.full
 def test_gemma3_gguf_carries_no_template():
     """The packaged Gemma 3 270M GGUF has no tokenizer.chat_template: from_model says so (None)."""
     assert ChatTemplate.from_model("gemma3-270m") is None

@@ -4,6 +4,7 @@ import time
 
 import jax
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from babeleval.cli.main import cli
@@ -23,6 +24,7 @@ def test_save_restore_is_exact(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.full
 def test_convert_smollm2_restores_identical_logits_faster(tmp_path):
     result = CliRunner().invoke(cli, ["convert", "smollm2-135m", str(tmp_path / "smol")])
     assert result.exit_code == 0, result.output

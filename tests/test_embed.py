@@ -51,6 +51,7 @@ def test_prefix_is_prepended(shared_data):
     assert not np.allclose(a, c, atol=1e-3)
 
 
+@pytest.mark.full
 def test_decoder_mean_pooling_equals_transformers(shared_data):
     import torch
 

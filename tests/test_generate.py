@@ -46,6 +46,7 @@ def model():
     return ours("smollm2-135m")
 
 
+@pytest.mark.full
 def test_equal_transformers_batched_greedy_generate_on_xquad_hi(shared_data, model):
     prompts = xquad_prompts(shared_data, 6)
     generator = Generator(model, max_length=160)  # XQuAD contexts are left-truncated to fit
@@ -58,6 +59,7 @@ def test_equal_transformers_batched_greedy_generate_on_xquad_hi(shared_data, mod
     assert any("\n" in t for t in expected)
 
 
+@pytest.mark.full
 def test_batched_equals_one_at_a_time_and_order_is_kept(shared_data, model):
     prompts = xquad_prompts(shared_data, 5)[::-1] + ["The capital of Japan is", "The capital of France is"]
     requests = [Generate(p, ("\n\n",), 12) for p in prompts]
@@ -82,6 +84,7 @@ def test_batched_equals_one_at_a_time_and_order_is_kept(shared_data, model):
     assert "Paris" in batched[-1]
 
 
+@pytest.mark.full
 def test_max_new_tokens_and_left_truncation(shared_data, model):
     long_prompt = xquad_prompts(shared_data, 1)[0] * 4
     generator = Generator(model, max_length=256)
@@ -96,6 +99,7 @@ def test_cut_at_stop_takes_the_earliest_stop():
     assert cut_at_stop("abc", ("\n",)) == "abc"
 
 
+@pytest.mark.full
 def test_prompts_sharing_a_one_shot_prefix_prefill_it_once_and_equal_transformers(shared_data, model):
     """1-shot en->hi translation (sib200-translate): the instruction and the exemplar are one
     shared prefix, prefilled once; every prompt's continuation equals transformers' greedy."""
@@ -116,6 +120,7 @@ def test_prompts_sharing_a_one_shot_prefix_prefill_it_once_and_equal_transformer
     assert plain.generate([Generate(p, (), 12) for p in prompts]) == got and plain.stats.prefixes == 0
 
 
+@pytest.mark.full
 def test_prompts_past_2k_tokens_are_read_whole_and_equal_transformers(shared_data, model):
     """The three XQuAD-hi prompts longer than 2,016 tokens (2,0xx-3,278): read whole by default
     (the model's 8,192 positions; a 2,048 default once cut them, so the first new token
@@ -128,6 +133,7 @@ def test_prompts_past_2k_tokens_are_read_whole_and_equal_transformers(shared_dat
     assert got == [transformers_generate(generator, [p], 8)[0] for p in prompts]
 
 
+@pytest.mark.full
 def test_questions_of_several_paragraphs_each_continue_their_own_prefix_in_one_batch(shared_data, model):
     """XQuAD-style prompts: every paragraph's questions share it as a prefix. Three paragraphs'
     questions decode together, each row attending its own paragraph's cached keys (per-row

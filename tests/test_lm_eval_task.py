@@ -20,7 +20,6 @@ from babeleval.errors import BabelevalError
 from babeleval.evaluate import evaluate, prepare_task
 from babeleval.tasks.files import find_tasks
 
-pytestmark = pytest.mark.full
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "lm_eval_run"
 XCOPA, SIB = FIXTURES / "xcopa_sw_local.yaml", FIXTURES / "sib200_swh_options.yaml"
@@ -81,6 +80,7 @@ def zero_shot(tmp_path_factory):
     return out, evaluate(ours_model(), [f"lm-eval:{GROUP}"], out, limit=N, progress=False, compile_cache=False)
 
 
+@pytest.mark.full
 def test_xcopa_through_lm_eval_functions_equals_plain_lm_eval(zero_shot, hflm):
     out, summary = zero_shot
     task = summary["tasks"]["lm-eval-xcopa_local"]
@@ -97,6 +97,7 @@ def test_xcopa_through_lm_eval_functions_equals_plain_lm_eval(zero_shot, hflm):
     assert task["metrics"]["acc_norm"] == pytest.approx(np.mean([r["acc_norm"] for r in rs]))
 
 
+@pytest.mark.full
 def test_three_shot_resumed_after_a_kill_equals_plain_lm_eval(tmp_path, hflm):
     """lm-eval's random few-shot sampler draws in document order from one seeded generator: a
     resumed run must still give every document the demonstrations a plain run gives it."""
@@ -116,6 +117,7 @@ def test_three_shot_resumed_after_a_kill_equals_plain_lm_eval(tmp_path, hflm):
     assert_same_as_lm_eval(resumed, reference)
 
 
+@pytest.mark.full
 def test_changed_task_file_is_not_resumed_into(zero_shot, tmp_path):
     """The signature hashes lm-eval's own config dump (the utils function's source included)."""
     out, _ = zero_shot
@@ -128,6 +130,7 @@ def test_changed_task_file_is_not_resumed_into(zero_shot, tmp_path):
         evaluate(ours_model(), [f"lm-eval:{folder / GROUP.name}"], tmp_path, limit=N, progress=False, compile_cache=False)
 
 
+@pytest.mark.full
 def test_choice_orders_on_listed_options(tmp_path, hflm, shared_data):
     result = CliRunner().invoke(cli, ["run", "--quiet", "--task", f"lm-eval:{SIB}", "--choice-orders",
                                       "original,shuffle:2", "--limit", str(N_SIB), "--output", str(tmp_path)])

