@@ -3,8 +3,8 @@
 A router picks each token's top-k experts from a softmax over its logits (renormalised over
 the k where the family does: Mixtral, Qwen3-MoE); each token is computed by its k experts
 only: the (token, expert) pairs are sorted by expert and the three projections run as one
-grouped matmul each (`lax.ragged_dot`, MaxText's dropless layout), no capacity, no token
-dropped. Qwen2-MoE adds a shared expert behind a sigmoid gate. The experts' weights are
+grouped matmul each (`lax.ragged_dot` on accelerators, MaxText's dropless layout; on CPU in
+blocks of one expert each), no capacity, no token dropped. Qwen2-MoE adds a shared expert behind a sigmoid gate. The experts' weights are
 stacked [experts, in, out], so the mesh splits them by whole experts (placement/sharding.py).
 """
 from __future__ import annotations
@@ -15,6 +15,34 @@ import jax.numpy as jnp
 
 from .config import DecoderConfig
 from .layers import ACTIVATIONS, MLP
+
+
+BLOCK = 128  # rows per block of grouped_matmul (64: 0.083 s, 128: 0.063 s, 256: 0.098 s on 4,096 x 512 x 1,024, 8 experts)
+
+
+def ragged_matmul(rows, weights, sizes):
+    """rows [R, K] grouped by expert (sizes [E] rows each) times their expert's weights [E, K, F]."""
+    return jax.lax.ragged_dot(rows, weights, sizes, preferred_element_type=jnp.float32)
+
+
+def grouped_matmul(rows, weights, sizes):
+    """ragged_matmul in blocks of BLOCK rows that each belong to one expert, one matmul per
+    block: XLA's CPU ragged_dot multiplies every row by every expert (8 experts: 9x a dense
+    matmul's time, measured); this does (R + E x BLOCK) rows' work. Each expert's rows start a
+    block; blocks past the last row compute padding that is never read."""
+    total, experts = rows.shape[0], sizes.shape[0]
+    blocks = -(-(total + experts * (BLOCK - 1)) // BLOCK)
+    per_expert = -(-sizes // BLOCK)  # blocks each expert takes
+    first_block = jnp.cumsum(per_expert) - per_expert
+    starts = jnp.cumsum(sizes) - sizes
+    expert_of_row = jnp.repeat(jnp.arange(experts), sizes, total_repeat_length=total)
+    slot = first_block[expert_of_row] * BLOCK + jnp.arange(total) - starts[expert_of_row]
+    padded = jnp.zeros((blocks * BLOCK, rows.shape[1]), rows.dtype).at[slot].set(rows)
+    expert_of_block = jnp.minimum(jnp.searchsorted(jnp.cumsum(per_expert), jnp.arange(blocks), side="right"), experts - 1)
+    out = jax.lax.map(lambda b: jnp.dot(jax.lax.dynamic_slice_in_dim(padded, b[0] * BLOCK, BLOCK), weights[b[1]],
+                                        preferred_element_type=jnp.float32),
+                      jnp.stack([jnp.arange(blocks), expert_of_block], axis=1))
+    return out.reshape(blocks * BLOCK, -1)[slot]
 
 
 class MoE(nn.Module):
@@ -38,7 +66,8 @@ class MoE(nn.Module):
         order = jnp.argsort(chosen.reshape(-1), stable=True)  # (token, slot) pairs grouped by expert
         sizes = jnp.bincount(chosen.reshape(-1), length=experts)
         rows = tokens[order // k]
-        grouped = lambda lhs, rhs: jax.lax.ragged_dot(lhs, rhs, sizes, preferred_element_type=jnp.float32).astype(self.dtype)
+        matmul = grouped_matmul if jax.default_backend() == "cpu" else ragged_matmul
+        grouped = lambda lhs, rhs: matmul(lhs, rhs, sizes).astype(self.dtype)
         h = ACTIVATIONS[cfg.activation](grouped(rows, gate)) * grouped(rows, up)
         out = jnp.zeros((order.shape[0], x.shape[-1]), self.dtype).at[order].set(grouped(h, down))
         y = jnp.einsum("nkd,nk->nd", out.reshape(-1, k, x.shape[-1]).astype(jnp.float32), weights)
