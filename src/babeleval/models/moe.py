@@ -30,6 +30,7 @@ def grouped_matmul(rows, weights, sizes):
     block: XLA's CPU ragged_dot multiplies every row by every expert (8 experts: 9x a dense
     matmul's time, measured); this does (R + E x BLOCK) rows' work. Each expert's rows start a
     block; blocks past the last row compute padding that is never read."""
+    rows, weights, sizes = jnp.asarray(rows), jnp.asarray(weights), jnp.asarray(sizes)
     total, experts = rows.shape[0], sizes.shape[0]
     blocks = -(-(total + experts * (BLOCK - 1)) // BLOCK)
     per_expert = -(-sizes // BLOCK)  # blocks each expert takes
