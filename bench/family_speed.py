@@ -3,7 +3,7 @@ hidden 768, 12 layers, SmolLM2's tokenizer), on the same requests (XCOPA sw+ta, 
 taking turns in one process: tokens computed per second of a warm Scorer (compiled on a first call),
 best of --repeats rounds. Claims "no slower than Llama per token" within 10%.
 
-  python bench/family_speed.py [--families llama,cohere,gpt_neox] [--repeats 3]
+  python bench/family_speed.py [--families llama,cohere,gpt_neox] [--repeats 3] [--limit 50]
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def main() -> None:
     parser.add_argument("--families", default="llama,cohere,gpt_neox")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--limit", type=int, default=50, help="XCOPA documents per language")
     args = parser.parse_args()
 
     from random_models import write
@@ -31,7 +32,7 @@ def main() -> None:
     from babeleval.loading import load_model
     from babeleval.tasks.files import find_task
 
-    requests = [r for u in prepare_task(find_task("xcopa:sw,ta"), args.data) for r in u.kind.requests(u.items)]
+    requests = [r for u in prepare_task(find_task("xcopa:sw,ta"), args.data, limit=args.limit) for r in u.kind.requests(u.items)]
     families = args.families.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         scorers = {}
@@ -47,7 +48,7 @@ def main() -> None:
                 scorer.loglikelihood(requests)
                 rate = (scorer.stats.tokens_computed - before) / (time.perf_counter() - start)
                 best[family] = max(best[family], rate)
-    print(f"{len(requests)} requests (XCOPA sw+ta), best of {args.repeats} warm rounds")
+    print(f"{len(requests)} requests (XCOPA sw+ta, {args.limit} documents each), best of {args.repeats} warm rounds")
     print("| family | parameters | tokens/s | vs llama |")
     print("|---|---|---|---|")
     for family in families:
