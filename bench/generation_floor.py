@@ -19,7 +19,7 @@ from babeleval.bench import matmul_peak  # noqa: E402
 from babeleval.placement.sharding import kv_bytes_per_token  # noqa: E402
 from babeleval.models import Decoder, build_module  # noqa: E402
 from babeleval.models.decoder import empty_cache  # noqa: E402
-from babeleval.models.layers import _attend_one_query  # noqa: E402
+from babeleval.models.attention import _attend_one_query  # noqa: E402
 from real_models import ours  # noqa: E402
 from xquad_requests import xquad_hi_requests  # noqa: E402
 

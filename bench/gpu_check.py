@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -211,7 +210,7 @@ def main() -> None:
     import jax
     import jax.numpy as jnp
 
-    from babeleval.models.layers import attention_implementation
+    from babeleval.models.attention import attention_implementation
 
     tok = tokenizer()
     xcopa, sib, prompts = workloads(data, args.dry_run)
@@ -256,7 +255,7 @@ def main() -> None:
         if name in FP32_COMPARED:
             part(f"{name}/bf16_vs_fp32", lambda: bf16_vs_fp32(cfg, tok, xcopa), entry)
         entry["peak_memory_bytes"] = peak_memory()
-        del model
+        model = None  # one model's weights on the device at a time
     rate = report["models"].get("llama-3-8b", {}).get("scoring_5shot", {}).get("tokens_per_s")
     if rate:
         seconds = MILU_QUESTIONS * MILU_TOKENS_PER_QUESTION / rate

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from babeleval.models.layers import NEG_INF, attend, causal_chunks
+from babeleval.models.attention import NEG_INF, attend, causal_chunks
 
 
 def plain_attention(q, k, v, mask, scale, softcap, bias):

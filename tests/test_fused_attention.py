@@ -9,7 +9,7 @@ import pytest
 
 from babeleval.engine.radix import LineArrays, radix_rows
 from babeleval.engine.scoring import fill_lines, tree_mask
-from babeleval.models.layers import attend, attend_fused, attention_implementation
+from babeleval.models.attention import attend, attend_fused, attention_implementation
 
 SHAPES = {"smollm2": (9, 3, 64), "gemma3": (4, 1, 256)}  # query heads, KV heads, head dim
 

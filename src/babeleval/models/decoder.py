@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 
 from .config import DecoderConfig
-from .layers import (MLP, Norm, alibi_slopes, apply_rope, attend, attend_fused, attention_implementation, rope_frequencies,
-                     sinusoids)
+from .attention import attend, attend_fused, attention_implementation
+from .layers import MLP, Norm, alibi_slopes, apply_rope, rope_frequencies, sinusoids
 from .moe import MoE
 
 

@@ -9,7 +9,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from .config import EncoderConfig
-from .layers import MLP, Norm, attend
+from .attention import attend
+from .layers import MLP, Norm
 
 
 class SelfAttention(nn.Module):
