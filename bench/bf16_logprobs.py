@@ -3,7 +3,7 @@ max and mean absolute difference, and the share of questions whose chosen option
 arg-max of the raw log-probs) is the same. The bf16 tolerance in docs/devices.md comes from here.
 
   nice -n 10 python bench/bf16_logprobs.py [--model smollm2-135m] [--limit 20] [--fewshot-limit 8]
-      [--reference bench/reference/fp32_logprobs.json]   (the fp32 log-probs, for bench/gpu_check.py)
+      [--reference bench/reference/fp32_logprobs.json]   (the fp32 log-probs as JSON)
 """
 from __future__ import annotations
 

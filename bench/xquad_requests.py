@@ -1,6 +1,6 @@
 """XQuAD-hi generation requests as the xquad-hi task builds them (IndicXQuAD protocol: 32 new
 tokens, cut at the first newline), and transformers' greedy continuation of one prompt, the
-peer of bench/xquad_generation.py, bench/generation_floor.py and bench/gpu_check.py."""
+peer of bench/xquad_generation.py and bench/generation_floor.py."""
 from __future__ import annotations
 
 from pathlib import Path
