@@ -217,6 +217,7 @@ def test_conversation_turns_header_and_single_turn(tmp_path):
         chatted_task(tmp_path, "{sytem: S}")
 
 
+@pytest.mark.full
 def test_model_without_a_template_and_system_alone(tmp_path):
     """--chat-template model on the Gemma 3 GGUF is one clear error; --system alone means the
     model's own template."""

@@ -22,6 +22,7 @@ def masked_mean(hidden, mask):
     return (hidden * m).sum(1) / m.sum(1)
 
 
+@pytest.mark.full
 def test_minilm_batched_equals_single_and_transformers(shared_data):
     import torch
 

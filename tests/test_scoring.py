@@ -32,6 +32,7 @@ def test_batched_equals_one_at_a_time(xcopa_unit, xcopa_sw):
     assert [a.is_greedy for a in batched[:16]] == [b.is_greedy for b in single]
 
 
+@pytest.mark.full
 def test_matches_transformers_loglikelihoods_and_accuracy(xcopa_unit, xcopa_sw):
     import torch
 
