@@ -56,6 +56,23 @@ CONFIGS = {
     "xlm-roberta": ("XLMRobertaConfig", dict(COMMON, pad_token_id=1)),
 }
 ENCODERS = ("bert", "xlm-roberta")
+# Encoder-decoders: few buckets and a short max distance, so that 24-token inputs reach the
+# log-spaced and the clipped buckets; 2 encoder and 3 decoder layers (a shared-vs-per-layer
+# bucket table shows).
+T5_COMMON = dict(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=3, num_heads=4,
+                 relative_attention_num_buckets=8, relative_attention_max_distance=20, pad_token_id=0, eos_token_id=1,
+                 decoder_start_token_id=0)
+SEQ2SEQ = {
+    "t5": ("T5Config", dict(T5_COMMON, feed_forward_proj="relu")),  # original T5: tied head, scaled outputs
+    "t5-gated": ("T5Config", dict(T5_COMMON, feed_forward_proj="gated-gelu", tie_word_embeddings=False)),  # v1.1
+    "mt5": ("MT5Config", dict(T5_COMMON, feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
+    "umt5": ("UMT5Config", dict(T5_COMMON, feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
+    "m2m_100": ("M2M100Config", dict(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=3,
+                                     encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+                                     decoder_ffn_dim=128, max_position_embeddings=128, pad_token_id=1, bos_token_id=0,
+                                     eos_token_id=2, decoder_start_token_id=2)),
+}
+UNTIED = ("t5-gated", "mt5", "umt5")  # real T5 v1.1, mT5/mT0/Aya-101 and umT5 files hold their own lm_head
 
 
 def word_tokenizer(folder: Path) -> None:
@@ -87,6 +104,34 @@ def build(name: str, folder: Path):
     model.save_pretrained(folder)
     word_tokenizer(folder)
     return model
+
+
+def build_seq2seq(name: str, folder: Path, config_class: str | None = None, **overrides):
+    """A seeded random encoder-decoder of family `name` (SEQ2SEQ) saved into folder, with an untied
+    lm_head.weight written where real checkpoints have one (transformers 5 ties every T5's head
+    in a fresh model); returns transformers' model loaded back from the folder (eval mode)."""
+    import torch
+    import transformers
+    from safetensors.torch import load_file, save_file
+
+    cls_name, kwargs = SEQ2SEQ[name]
+    config = getattr(transformers, config_class or cls_name)(**{**kwargs, **overrides})
+    torch.manual_seed(0)
+    model = transformers.AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if "norm" in pname.lower() or pname.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    if name in UNTIED:
+        file = folder / "model.safetensors"
+        tensors = load_file(file)
+        tensors["lm_head.weight"] = torch.randn(config.vocab_size, config.d_model, generator=torch.Generator().manual_seed(1))
+        save_file(tensors, file, metadata={"format": "pt"})
+    if not (folder / "tokenizer.json").exists():
+        word_tokenizer(folder)
+    return transformers.AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
 
 
 # Hub config.json layouts written before transformers 5 stored layer_types and rope_parameters:

@@ -2,6 +2,7 @@
 config + params + tokenizer. Modelling code never sees where weights came from."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from ..models.config import ModelConfig, load_config
 from .checkpoint import CONFIG, is_checkpoint, restore_params, save_checkpoint
 from .gguf_file import gguf_tokenizer, read_gguf
 from .hf_config import config_from_hf
-from .hf_folder import download, hf_tokenizer, read_json, safetensors_items
+from .hf_folder import download, hf_tokenizer, read_json, safetensors_items, tensor_names
 from .names import to_param_tree
 from .tokenizer import HFTokenizer, Special, Tokenizer
 
@@ -110,6 +111,8 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
     elif path.is_dir():
         raw = read_json(path / "config.json")
         config = config_from_hf(raw, str(path / "config.json"))
+        if config.kind == "seq2seq" and config.arch != "m2m_100":  # T5's config says tied whatever the file holds
+            config = dataclasses.replace(config, tie_embeddings="lm_head.weight" not in tensor_names(path))
         tensors = safetensors_items(path)
         tokenizer = hf_tokenizer(path, raw, add_bos=config.arch.startswith("gemma"))
     else:
@@ -125,8 +128,6 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
 
 def _encoder_pooling(config, path: Path, pooling, normalize):
     """Pooling from the sentence-transformers files beside the model, unless given."""
-    import dataclasses
-
     pooling_cfg = path / "1_Pooling" / "config.json"
     if pooling is None and pooling_cfg.exists():
         raw = read_json(pooling_cfg)

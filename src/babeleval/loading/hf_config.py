@@ -6,7 +6,7 @@ below; adding a Llama-like family is one line.
 from __future__ import annotations
 
 from ..errors import BabelevalError
-from ..models.config import DecoderConfig, EncoderConfig
+from ..models.config import DecoderConfig, EncoderConfig, Seq2SeqConfig
 
 GEMMA = dict(norm_offset=1.0, activation="gelu_tanh", embed_scale=True, tie_embeddings=True)
 # Cohere (Aya 23, Command R/R+): attention and MLP in parallel from one LayerNorm without bias,
@@ -35,6 +35,9 @@ FAMILY_FLAGS = {
 SLIDING_ALL = ("mistral", "mixtral", "phi3")  # a sliding_window, when set, applies to every layer
 QWEN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")  # use_sliding_window / max_window_layers
 ENCODERS = ("bert", "xlm-roberta", "roberta")
+T5 = ("t5", "mt5", "umt5")
+DEFAULT_MAX_LENGTH = 2048  # lm-eval's when neither the config nor the tokenizer gives a length
+SEQ2SEQ = T5 + ("m2m_100",)
 # config.json model_type -> the checkpoints it covers (`babeleval models`, the README's table)
 CHECKPOINTS = {
     "llama": "Llama 2/3/3.1/3.2, SmolLM2, TinyLlama", "mistral": "Mistral 7B", "qwen2": "Qwen2, Qwen2.5",
@@ -45,8 +48,10 @@ CHECKPOINTS = {
     "qwen3_moe": "Qwen3-30B-A3B, Qwen3-235B-A22B (MoE)", "olmoe": "OLMoE (MoE)",
     "bert": "BERT, MiniLM (sentence-transformers)", "xlm-roberta": "XLM-R, multilingual-e5, LaBSE-style encoders",
     "roberta": "RoBERTa",
+    "t5": "T5 v1.1, Flan-T5, MADLAD-400, Aya-101 (encoder-decoder)", "mt5": "mT5, mT0 (encoder-decoder)",
+    "umt5": "umT5 (encoder-decoder)", "m2m_100": "NLLB-200 (dense), M2M100 (encoder-decoder)",
 }
-SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom", "gpt_neox", "xglm") + ENCODERS
+SUPPORTED = tuple(FAMILY_FLAGS) + ("gemma3", "gpt2", "bloom", "gpt_neox", "xglm") + ENCODERS + SEQ2SEQ
 # What transformers' config classes assume when a hub config.json lacks a key (written before
 # transformers stored it): read off transformers 5's configuration_<family>.py.
 GEMMA_DEFAULTS = dict(hidden_activation="gelu_pytorch_tanh", sliding_window=4096, query_pre_attn_scalar=256)
@@ -255,8 +260,55 @@ def _encoder(raw: dict, model_type: str) -> EncoderConfig:
     )
 
 
+def _t5(raw: dict, model_type: str) -> Seq2SeqConfig:
+    """T5 v1.1 / mT5 / umT5. feed_forward_proj is "gated-<act>" or "<act>" ("gated-gelu" is the
+    tanh GELU); the decoder output is scaled before the head as transformers 5 does: T5 and umT5
+    as scale_decoder_outputs says (transformers 5 writes it), else unless tie_word_embeddings is
+    false (hub configs), mT5 never. Whether the head is tied is read from the
+    weights (loading/__init__.py): transformers 5 writes tie_word_embeddings true for every T5."""
+    proj = raw.get("feed_forward_proj", "gated-gelu" if model_type != "t5" else "relu")
+    gated, act = proj.startswith("gated-"), proj.split("-")[-1]
+    heads = raw["num_heads"]
+    return Seq2SeqConfig(
+        arch=model_type, vocab_size=raw["vocab_size"], hidden_size=raw["d_model"], encoder_layers=raw["num_layers"],
+        decoder_layers=raw.get("num_decoder_layers") or raw["num_layers"], num_heads=heads,
+        head_dim=raw.get("d_kv", raw["d_model"] // heads), intermediate_size=raw["d_ff"],
+        max_positions=raw.get("n_positions") or raw.get("max_position_embeddings") or DEFAULT_MAX_LENGTH,
+        norm_eps=raw.get("layer_norm_epsilon", 1e-6), mlp="gated" if gated else "plain",
+        activation="gelu_tanh" if proj == "gated-gelu" else _activation(act),
+        relative_buckets=raw.get("relative_attention_num_buckets", 32),
+        relative_max_distance=raw.get("relative_attention_max_distance", 128), relative_per_layer=model_type == "umt5",
+        head_scale=model_type != "mt5" and raw.get("scale_decoder_outputs", raw.get("tie_word_embeddings")) is not False,
+        decoder_start_token_id=_start_token(raw, 0), bos_token_id=raw.get("bos_token_id"),
+        eos_token_id=_first(raw.get("eos_token_id", 1)), pad_token_id=raw.get("pad_token_id", 0),
+    )
+
+
+def _m2m_100(raw: dict) -> Seq2SeqConfig:
+    """M2M100 / NLLB-200: pre-norm LayerNorm blocks with biases, sinusoidal positions counted
+    after the padding index, embeddings scaled by sqrt(d_model), a tied head."""
+    heads = raw.get("encoder_attention_heads", 16)
+    if raw.get("decoder_attention_heads", heads) != heads or raw.get("decoder_ffn_dim") != raw.get("encoder_ffn_dim"):
+        raise BabelevalError("m2m_100: encoder and decoder with different heads or MLP widths are not supported")
+    return Seq2SeqConfig(
+        arch="m2m_100", vocab_size=raw["vocab_size"], hidden_size=raw["d_model"], encoder_layers=raw["encoder_layers"],
+        decoder_layers=raw["decoder_layers"], num_heads=heads, head_dim=raw["d_model"] // heads,
+        intermediate_size=raw["encoder_ffn_dim"], max_positions=raw.get("max_position_embeddings", 1024),
+        norm="layer", norm_eps=1e-5, mlp="plain", activation=_activation(raw.get("activation_function", "relu")),
+        position="sinusoidal", attn_scale=None, attn_bias=True, mlp_bias=True,
+        embed_scale=raw.get("scale_embedding", True), tie_embeddings=raw.get("tie_word_embeddings", True) is not False,
+        decoder_start_token_id=_start_token(raw, 2), bos_token_id=raw.get("bos_token_id", 0),
+        eos_token_id=_first(raw.get("eos_token_id", 2)), pad_token_id=raw.get("pad_token_id", 1),
+    )
+
+
+def _start_token(raw: dict, default: int) -> int:
+    value = raw.get("decoder_start_token_id")
+    return default if value is None else value
+
+
 def _activation(name: str) -> str:
-    table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+    table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "relu": "relu",
              "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
     if name not in table:
         raise BabelevalError(f"unsupported activation {name!r}; supported: {', '.join(sorted(table))}")
@@ -267,7 +319,7 @@ def _first(value):
     return value[0] if isinstance(value, list) and value else value
 
 
-def config_from_hf(raw: dict, source: str = "config.json") -> DecoderConfig | EncoderConfig:
+def config_from_hf(raw: dict, source: str = "config.json") -> DecoderConfig | EncoderConfig | Seq2SeqConfig:
     model_type = raw.get("model_type")
     if model_type == "gemma3" and "text_config" in raw:  # multimodal wrapper: take the text tower
         raw = {**raw["text_config"], "model_type": "gemma3_text"}
@@ -284,6 +336,10 @@ def config_from_hf(raw: dict, source: str = "config.json") -> DecoderConfig | En
         return _xglm(raw)
     if model_type in ENCODERS:
         return _encoder(raw, model_type)
+    if model_type in T5:
+        return _t5(raw, model_type)
+    if model_type == "m2m_100":
+        return _m2m_100(raw)
     raise BabelevalError(
         f"{source}: unsupported architecture {model_type!r} ({raw.get('architectures')}); supported: {', '.join(SUPPORTED)}"
     )

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from ..errors import BabelevalError
-from ..models.config import DecoderConfig, EncoderConfig
+from ..models.config import DecoderConfig, EncoderConfig, Seq2SeqConfig
 
 LAYER = r"(?:model\.|model\.language_model\.|language_model\.model\.)layers\.(\d+)\."
 
@@ -96,6 +96,48 @@ XGLM_RULES = [
     (XGLM_LAYER + r"fc1", r"layers_\1/mlp/up", "linear"),
     (XGLM_LAYER + r"fc2", r"layers_\1/mlp/down", "linear"),
 ]
+T5_ENC = r"encoder\.block\.(\d+)\.layer\."
+T5_DEC = r"decoder\.block\.(\d+)\.layer\."
+T5_MLP = r"DenseReluDense\.(wi_0|wi_1|wi|wo)"
+T5_MLP_NAMES = {"wi_0": "gate", "wi_1": "up", "wi": "up", "wo": "down"}
+T5_RULES = [
+    (r"shared", "embed", "embed"),
+    (r"(?:encoder|decoder)\.embed_tokens", "", "skip"),  # copies of shared some files still hold
+    (r"lm_head", "lm_head", "linear"),
+    (r"encoder\.final_layer_norm", "encoder_norm", "norm"),
+    (r"decoder\.final_layer_norm", "decoder_norm", "norm"),
+    (T5_ENC + r"0\.SelfAttention\.([qkvo])", r"encoder_\1/attn/\2", "linear"),
+    (T5_ENC + r"0\.SelfAttention\.relative_attention_bias", r"encoder_bias_\1", "embed"),
+    (T5_ENC + r"0\.layer_norm", r"encoder_\1/attn_norm", "norm"),
+    (T5_ENC + r"1\." + T5_MLP, r"encoder_\1/mlp/\2", "t5_mlp"),
+    (T5_ENC + r"1\.layer_norm", r"encoder_\1/mlp_norm", "norm"),
+    (T5_DEC + r"0\.SelfAttention\.([qkvo])", r"decoder_\1/self_attn/\2", "linear"),
+    (T5_DEC + r"0\.SelfAttention\.relative_attention_bias", r"decoder_bias_\1", "embed"),
+    (T5_DEC + r"0\.layer_norm", r"decoder_\1/self_norm", "norm"),
+    (T5_DEC + r"1\.EncDecAttention\.([qkvo])", r"decoder_\1/cross_attn/\2", "linear"),
+    (T5_DEC + r"1\.layer_norm", r"decoder_\1/cross_norm", "norm"),
+    (T5_DEC + r"2\." + T5_MLP, r"decoder_\1/mlp/\2", "t5_mlp"),
+    (T5_DEC + r"2\.layer_norm", r"decoder_\1/mlp_norm", "norm"),
+]
+M2M_RULES = [
+    (r"model\.shared", "embed", "embed"),
+    (r"model\.(?:encoder|decoder)\.embed_tokens", "", "skip"),
+    (r"lm_head", "lm_head", "linear"),
+    (r"model\.encoder\.layer_norm", "encoder_norm", "norm"),
+    (r"model\.decoder\.layer_norm", "decoder_norm", "norm"),
+    (r"model\.encoder\.layers\.(\d+)\.self_attn\.([qkv])_proj", r"encoder_\1/attn/\2", "linear"),
+    (r"model\.encoder\.layers\.(\d+)\.self_attn\.out_proj", r"encoder_\1/attn/o", "linear"),
+    (r"model\.encoder\.layers\.(\d+)\.self_attn_layer_norm", r"encoder_\1/attn_norm", "norm"),
+    (r"model\.decoder\.layers\.(\d+)\.self_attn\.([qkv])_proj", r"decoder_\1/self_attn/\2", "linear"),
+    (r"model\.decoder\.layers\.(\d+)\.self_attn\.out_proj", r"decoder_\1/self_attn/o", "linear"),
+    (r"model\.decoder\.layers\.(\d+)\.encoder_attn\.([qkv])_proj", r"decoder_\1/cross_attn/\2", "linear"),
+    (r"model\.decoder\.layers\.(\d+)\.encoder_attn\.out_proj", r"decoder_\1/cross_attn/o", "linear"),
+    (r"model\.decoder\.layers\.(\d+)\.self_attn_layer_norm", r"decoder_\1/self_norm", "norm"),
+    (r"model\.decoder\.layers\.(\d+)\.encoder_attn_layer_norm", r"decoder_\1/cross_norm", "norm"),
+    (r"model\.(encoder|decoder)\.layers\.(\d+)\.final_layer_norm", r"\1_\2/mlp_norm", "norm"),
+    (r"model\.(encoder|decoder)\.layers\.(\d+)\.fc1", r"\1_\2/mlp/up", "linear"),
+    (r"model\.(encoder|decoder)\.layers\.(\d+)\.fc2", r"\1_\2/mlp/down", "linear"),
+]
 ENC = r"(?:bert\.|roberta\.)?"
 ENCODER_RULES = [
     (ENC + r"embeddings\.word_embeddings", "embed", "embed"),
@@ -115,7 +157,7 @@ ENCODER_RULES = [
 # Buffers and heads that carry no parameter of ours.
 IGNORED = re.compile(
     r"(rotary_emb\.inv_freq|\.attn\.(masked_)?bias$|\.attention\.(masked_)?bias$|position_ids|^cls\.|^lm_head\.|"
-    r"vision_tower|multi_modal_projector|^model\.vision)"
+    r"vision_tower|multi_modal_projector|^model\.vision|embed_positions\.weights|EncDecAttention\.relative_attention_bias)"
 )
 # Parameters a checkpoint may legitimately lack: encoders saved without a pooler.
 OPTIONAL = {"pooler"}
@@ -124,13 +166,20 @@ OPTIONAL = {"pooler"}
 def rules_for(cfg) -> list:
     if isinstance(cfg, EncoderConfig):
         return ENCODER_RULES
+    if isinstance(cfg, Seq2SeqConfig):
+        return M2M_RULES if cfg.arch == "m2m_100" else T5_RULES
     return {"gpt2": GPT2_RULES, "bloom": BLOOM_RULES, "gpt_neox": GPT_NEOX_RULES, "xglm": XGLM_RULES}.get(cfg.arch) or llama_rules(cfg)
 
 
 def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str, np.ndarray]:
     """One file tensor -> {our/param/path: array} (several for fused qkv)."""
+    if kind == "skip":
+        return {}
     if kind == "embed":
         return {f"{path}/embedding": array}
+    if kind == "t5_mlp":  # wi_0 (gated: the activation's input), wi_1 or wi (up), wo (down)
+        parent, name = path.rsplit("/", 1)
+        return {f"{parent}/{T5_MLP_NAMES[name]}/kernel": array.T}
     if kind == "norm":
         return {f"{path}/{'scale' if leaf == 'weight' else 'bias'}": array}
     if kind == "expert":  # torch Linear [out, in] -> one expert's [in, out]

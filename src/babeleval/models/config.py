@@ -1,4 +1,5 @@
-"""Model configurations: one dataclass for every decoder, one for every encoder.
+"""Model configurations: one dataclass for every decoder, one for every encoder, one for every
+encoder-decoder.
 
 Families differ only by the flags set here (Gemma's 1+w norms, Qwen2's qkv bias,
 BLOOM's ALiBi, GPT-2's learned positions ...); the modules read flags, never names.
@@ -16,8 +17,8 @@ from ..errors import BabelevalError
 CHOICES = {
     "norm": ("rms", "layer"),
     "mlp": ("gated", "plain"),
-    "activation": ("silu", "gelu_tanh", "gelu"),
-    "position": ("rope", "learned", "alibi", "sinusoidal"),
+    "activation": ("silu", "gelu_tanh", "gelu", "relu"),
+    "position": ("rope", "learned", "alibi", "sinusoidal", "relative"),
     "qk_norm_shape": ("head", "per_head", "all"),
     "pooling": ("cls", "mean", "pooler"),
 }
@@ -130,7 +131,59 @@ class EncoderConfig:
         return self.hidden_size // self.num_heads
 
 
-ModelConfig = DecoderConfig | EncoderConfig
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """An encoder and a decoder that cross-attends to it (models/seq2seq.py): T5 v1.1, mT5, mT0,
+    Aya-101, MADLAD-400 (relative position buckets in the first layer of each stack, shared by
+    the rest; RMS norms; unscaled attention), umT5 (a bucket table per layer) and M2M100/NLLB
+    (sinusoidal positions after the padding index, scaled embeddings, LayerNorm, biases)."""
+
+    arch: str
+    vocab_size: int
+    hidden_size: int
+    encoder_layers: int
+    decoder_layers: int
+    num_heads: int
+    head_dim: int
+    intermediate_size: int
+    max_positions: int  # the longest input lm-eval and the engines give the encoder (and the decoder)
+    norm: str = "rms"
+    norm_eps: float = 1e-6
+    mlp: str = "gated"
+    activation: str = "gelu_tanh"
+    position: str = "relative"  # "relative" (T5 buckets) | "sinusoidal" (M2M100: fairseq's table)
+    relative_buckets: int = 32
+    relative_max_distance: int = 128
+    relative_per_layer: bool = False  # umT5: every layer has its own bucket table
+    attn_scale: float | None = 1.0  # T5 does not scale q.k; None: head_dim ** -0.5
+    attn_bias: bool = False  # M2M100: q, k, v, o with biases
+    mlp_bias: bool = False
+    embed_scale: bool = False  # M2M100 scale_embedding: embeddings times sqrt(hidden_size)
+    head_scale: bool = False  # original T5 (tied): decoder output times hidden_size ** -0.5 before the head
+    tie_embeddings: bool = False
+    decoder_start_token_id: int = 0
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+    pad_token_id: int | None = 0
+    kind: str = "seq2seq"
+
+    def __post_init__(self):
+        check_choices(self)
+
+    @property
+    def num_layers(self) -> int:  # the decoder's: its self-attention cache is what grows with tokens
+        return self.decoder_layers
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.num_heads
+
+    def has_relative_bias(self, layer: int) -> bool:
+        return self.position == "relative" and (self.relative_per_layer or layer == 0)
+
+
+ModelConfig = DecoderConfig | EncoderConfig | Seq2SeqConfig
+KINDS = {"decoder": DecoderConfig, "encoder": EncoderConfig, "seq2seq": Seq2SeqConfig}
 
 
 def to_json(config: ModelConfig) -> str:
@@ -139,7 +192,7 @@ def to_json(config: ModelConfig) -> str:
 
 def from_json(text: str) -> ModelConfig:
     raw = json.loads(text)
-    cls = EncoderConfig if raw.get("kind") == "encoder" else DecoderConfig
+    cls = KINDS[raw.get("kind", "decoder")]
     for key in ("rope_scaling", "layer_types", "moe_layers"):
         if key in raw:
             raw[key] = _tuples(raw[key])
