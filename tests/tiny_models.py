@@ -106,32 +106,54 @@ def build(name: str, folder: Path):
     return model
 
 
-def build_seq2seq(name: str, folder: Path, config_class: str | None = None, **overrides):
-    """A seeded random encoder-decoder of family `name` (SEQ2SEQ) saved into folder, with an untied
-    lm_head.weight written where real checkpoints have one (transformers 5 ties every T5's head
-    in a fresh model); returns transformers' model loaded back from the folder (eval mode)."""
+def build_seq2seq(name: str, folder: Path, real_tokenizer: bool = False, **overrides):
+    """A seeded random encoder-decoder of family `name` (SEQ2SEQ, with overrides: e.g. bench
+    shapes) saved into folder, with an untied lm_head.weight written where real checkpoints have
+    one (transformers 5 ties every T5's head in a fresh model); returns transformers' model
+    loaded back from the folder (eval mode). real_tokenizer: a real SentencePiece model beside
+    it (sentencepiece_t5_tokenizer), the vocabulary and special tokens set to match."""
     import torch
     import transformers
     from safetensors.torch import load_file, save_file
 
+    folder.mkdir(parents=True, exist_ok=True)
+    if real_tokenizer:
+        tok = sentencepiece_t5_tokenizer(folder)
+        overrides = dict(vocab_size=32128, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                         decoder_start_token_id=tok.pad_token_id, **overrides)
     cls_name, kwargs = SEQ2SEQ[name]
-    config = getattr(transformers, config_class or cls_name)(**{**kwargs, **overrides})
+    config = getattr(transformers, cls_name)(**{**kwargs, **overrides})
     torch.manual_seed(0)
     model = transformers.AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
     with torch.no_grad():
         for pname, p in model.named_parameters():
             if "norm" in pname.lower() or pname.endswith("bias"):
                 p.add_(torch.randn_like(p) * 0.1)
-    folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     if name in UNTIED:
         file = folder / "model.safetensors"
         tensors = load_file(file)
         tensors["lm_head.weight"] = torch.randn(config.vocab_size, config.d_model, generator=torch.Generator().manual_seed(1))
         save_file(tensors, file, metadata={"format": "pt"})
-    if not (folder / "tokenizer.json").exists():
+    if not real_tokenizer:
         word_tokenizer(folder)
     return transformers.AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
+
+
+def sentencepiece_t5_tokenizer(folder: Path):
+    """A real SentencePiece model (mistral-common's 32k Llama/Mistral model, the one installed
+    here) as a T5 tokenizer: spiece.model, tokenizer.json and tokenizer_config.json in folder,
+    </s> closing every encoded text, a <pad> and 100 sentinels added. Returns transformers' tokenizer."""
+    import importlib.util
+    import shutil
+
+    import transformers
+
+    data = Path(importlib.util.find_spec("mistral_common").submodule_search_locations[0]) / "data"
+    shutil.copy(data / "tokenizer.model.v1", folder / "spiece.model")
+    tok = transformers.T5Tokenizer.from_pretrained(str(folder))
+    tok.save_pretrained(folder)
+    return tok
 
 
 # Hub config.json layouts written before transformers 5 stored layer_types and rope_parameters:

@@ -2,7 +2,8 @@
 
 Encoders (BERT, XLM-R) run with their special tokens and their own pooling (cls, mean
 or pooler; L2 norm when the model's sentence-transformers config says so). Decoders
-offer mean pooling of the final-normed last hidden state over the real tokens. Texts
+offer mean pooling of the final-normed last hidden state over the real tokens, encoder-decoders
+(mT5, mT0, NLLB) the mean of their encoder's final-normed states, special tokens included. Texts
 are sorted by length and padded to length buckets, batch size from a token budget."""
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..models import build_module
+from ..models import EncoderDecoder, build_module
 from ..models.config import EncoderConfig
 from ..models.encoder import pool
 from .buckets import CompileCounter, length_batches, padded_rows
@@ -32,6 +33,16 @@ def decoder_mean_pooled(params, tokens, attention_mask, config, dtype=jnp.float3
     return pool(hidden, attention_mask.astype(bool), "mean", False)
 
 
+@partial(jax.jit, static_argnames=("config", "dtype"))
+def encoder_mean_pooled(params, tokens, attention_mask, config, dtype=jnp.float32):
+    """An encoder-decoder's encoder states, mean-pooled over the real tokens."""
+    valid = attention_mask.astype(bool)
+    positions = jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0)
+    mask = valid[:, None, :] | jnp.eye(tokens.shape[1], dtype=bool)[None]
+    hidden = build_module(config, dtype).apply({"params": params}, tokens, positions, mask, method=EncoderDecoder.encode)
+    return pool(hidden, valid, "mean", False)
+
+
 class Embedder:
     def __init__(self, model, max_length: int = 512, token_budget: int = 8192, batch_size: int | None = None,
                  normalize: bool | None = None, mesh=None):
@@ -47,9 +58,10 @@ class Embedder:
         self.seconds = 0.0
 
     def tokens(self, texts: list[str]) -> list[list[int]]:
-        """Token ids with the model's special tokens, truncated to max_length (an encoder keeps its final [SEP])."""
+        """Token ids with the model's special tokens, truncated to max_length (an encoder keeps its
+        final [SEP], an encoder-decoder its EOS)."""
         tok = self.model.tokenizer
-        if self.encoder:
+        if self.encoder or self.model.config.kind == "seq2seq":
             rows = tok.encode_batch(texts, special_tokens=True)
             return [r if len(r) <= self.max_length else r[:self.max_length - 1] + r[-1:] for r in rows]
         return [(tok.prefix + r)[:self.max_length] for r in tok.encode_batch(texts)]
@@ -89,6 +101,8 @@ class Embedder:
         cfg, dtype = self.model.config, self.model.dtype
         if self.encoder:
             pooled = np.asarray(encoder_forward(self.params, tokens, mask, cfg, dtype)[1], np.float32)
+        elif cfg.kind == "seq2seq":
+            pooled = np.asarray(encoder_mean_pooled(self.params, tokens, mask, cfg, dtype), np.float32)
         else:
             pooled = np.asarray(decoder_mean_pooled(self.params, tokens, mask, cfg, dtype), np.float32)
         if self.normalize:

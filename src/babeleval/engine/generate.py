@@ -375,23 +375,28 @@ class Generator:
         return [row[:max_new].tolist() for row in new]
 
     def _result(self, ids: list[int], stops, max_chars: int | None) -> GenerateResult:
-        """Cut at EOS, then at the first stop string, then at max_chars characters; a cut by
-        the length limit never ends in a partial UTF-8 sequence (byte-fallback tokens)."""
-        tok = self.model.tokenizer
-        ids = [t for t in ids if t >= 0]
-        reason = "length"
-        if tok.eos_id in ids:
-            ids, reason = ids[:ids.index(tok.eos_id)], "eos"
-        self.stats.new_tokens += len(ids)
-        text = tok.decode(ids)
-        cut = cut_at_stop(text, stops)
-        if cut != text:
-            text, reason = cut, "stop"
-        elif reason == "length":
-            text = text.rstrip("\ufffd")
-        if max_chars is not None and len(text) > max_chars:
-            text, reason = text[:max_chars], "length"
-        return GenerateResult(text, reason, len(ids))
+        result = finished(self.model.tokenizer, ids, stops, max_chars)
+        self.stats.new_tokens += result.new_tokens
+        return result
+
+
+def finished(tok, ids: list[int], stops, max_chars: int | None) -> GenerateResult:
+    """A row's new tokens (-1 after it stopped) as a result: cut at EOS, then at the first stop
+    string, then at max_chars characters; a cut by the length limit never ends in a partial
+    UTF-8 sequence (byte-fallback tokens)."""
+    ids = [t for t in ids if t >= 0]
+    reason = "length"
+    if tok.eos_id in ids:
+        ids, reason = ids[:ids.index(tok.eos_id)], "eos"
+    text = tok.decode(ids)
+    cut = cut_at_stop(text, stops)
+    if cut != text:
+        text, reason = cut, "stop"
+    elif reason == "length":
+        text = text.rstrip("\ufffd")
+    if max_chars is not None and len(text) > max_chars:
+        text, reason = text[:max_chars], "length"
+    return GenerateResult(text, reason, len(ids))
 
 
 def decode_groups(groups, prompts: list[list[int]], budget: int, new_bucket: int, batch_size: int | None = None):

@@ -13,8 +13,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..models import Decoder
-
 HEAD_CHUNK = 128
 
 
@@ -28,7 +26,7 @@ def target_logprobs(logits, targets):
 
 def score_positions(module, params, hidden, positions, targets, count):
     """hidden: [N, D]; positions, targets: [C], C a multiple of HEAD_CHUNK, of which the
-    first `count` are real. Returns log-probs [C] and greedy flags [C]; only the chunks
+    first `count` are real (module: a Decoder or an EncoderDecoder, whose `logits` projects). Returns log-probs [C] and greedy flags [C]; only the chunks
     that hold real positions run (later entries stay zero, the rest of the last chunk is junk)."""
     capacity = positions.shape[0]
 
@@ -37,7 +35,7 @@ def score_positions(module, params, hidden, positions, targets, count):
         start = i * HEAD_CHUNK
         where = jax.lax.dynamic_slice(positions, (start,), (HEAD_CHUNK,))
         target = jax.lax.dynamic_slice(targets, (start,), (HEAD_CHUNK,))
-        logits = module.apply({"params": params}, hidden[where], method=Decoder.logits)
+        logits = module.apply({"params": params}, hidden[where], method=type(module).logits)
         lp, gr = target_logprobs(logits, target)
         return (jax.lax.dynamic_update_slice(logprob, lp, (start,)),
                 jax.lax.dynamic_update_slice(greedy, gr, (start,)))

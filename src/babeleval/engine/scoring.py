@@ -81,6 +81,7 @@ class ScoringStats:
     tokens_shared: int = 0  # request tokens a row did not compute again (an earlier member of the row had them)
     tokens_padded: int = 0  # tokens in the padded batches
     truncated: int = 0  # requests longer than max_length: context cut from the left
+    contexts_encoded: int = 0  # encoder-decoders: contexts run through the encoder (once each, engine/seq2seq_scoring.py)
     duplicates: int = 0  # requests identical at token level to an earlier one of the call: not computed again
     prefixes: int = 0  # shared prefixes computed once (engine/prefix.py)
     prefix_tokens: int = 0  # their tokens (counted in tokens_computed once each)
@@ -234,41 +235,56 @@ class Scorer:
         positions = np.zeros((rows, length), np.int32)
         ends = np.zeros((rows, length), np.int32)
         lines = [LineArrays.of(line) for line in batch]
-        count = np.zeros(devices, np.int32)
-        for b, arrays in enumerate(lines):
-            count[b // rows_per_device] += len(arrays.pred)
-        # the head takes HEAD_CHUNK positions at a time; a branching token predicts one target per
-        # branch, so a line may score more positions than it has tokens (then twice the room)
-        capacity = -(-rows_per_device * length // HEAD_CHUNK) * HEAD_CHUNK
-        while capacity < count.max():
-            capacity *= 2
-        where = np.zeros((devices, capacity), np.int32)
-        targets = np.zeros((devices, capacity), np.int32)
-        entry_of, owner_of = [[] for _ in range(devices)], [[] for _ in range(devices)]
-        filled = np.zeros(devices, np.int32)
         for b, arrays in enumerate(lines):
             n = len(arrays.tokens)
             tokens[b, :n], positions[b, :n], ends[b, :n] = arrays.tokens, arrays.positions, arrays.ends
-            d, local = divmod(b, rows_per_device)
-            k, m = filled[d], len(arrays.pred)
-            where[d, k: k + m] = np.asarray(arrays.pred) + local * length  # position in the device's flattened lines
-            targets[d, k: k + m] = arrays.targets
-            entry_of[d] += [k + e for e in arrays.entry_of]
-            owner_of[d] += arrays.owner_of
-            filled[d] += m
+        where, targets, count, entries = head_entries(lines, length, devices, rows_per_device)
         self.stats.lines += len(batch)
         self.stats.questions += sum(map(len, batch))
         self.stats.tokens_computed += sum(r.length for line in batch for r in line)
         self.stats.tokens_padded += rows * length
         arrays = shard_batch(tokens, positions, ends, where, targets, count)
         if prefix is None:
-            self.stats.compiles.see("score", rows, length, capacity)
+            self.stats.compiles.see("score", rows, length, where.shape[1])
             token_logp, greedy = score_lines(self.params, *arrays, config=self.model.config, dtype=self.model.dtype)
         else:
-            self.stats.compiles.see("score-after-prefix", rows, length, capacity, prefix_slots(prefix))
+            self.stats.compiles.see("score-after-prefix", rows, length, where.shape[1], prefix_slots(prefix))
             token_logp, greedy = score_lines_after_prefix(self.params, prefix, *arrays, config=self.model.config,
                                                           dtype=self.model.dtype)
-        token_logp, greedy = np.asarray(token_logp), np.asarray(greedy)
-        for d in range(devices):
-            np.add.at(logprob, owner_of[d], token_logp[d, entry_of[d]])
-            np.add.at(not_greedy, owner_of[d], ~greedy[d, entry_of[d]])
+        add_entries(token_logp, greedy, entries, logprob, not_greedy)
+
+
+def head_entries(lines: list[LineArrays], length: int, devices: int, rows_per_device: int):
+    """What the head reads for a batch of lines: per device, the scored positions in its
+    flattened lines and their targets ([devices, capacity]), how many are real, and (entry,
+    owner) lists that add each entry to its request (add_entries). The head takes HEAD_CHUNK
+    positions at a time; a branching token predicts one target per branch, so a line may score
+    more positions than it has tokens (then twice the room)."""
+    count = np.zeros(devices, np.int32)
+    for b, arrays in enumerate(lines):
+        count[b // rows_per_device] += len(arrays.pred)
+    capacity = -(-rows_per_device * length // HEAD_CHUNK) * HEAD_CHUNK
+    while capacity < count.max():
+        capacity *= 2
+    where = np.zeros((devices, capacity), np.int32)
+    targets = np.zeros((devices, capacity), np.int32)
+    entry_of, owner_of = [[] for _ in range(devices)], [[] for _ in range(devices)]
+    filled = np.zeros(devices, np.int32)
+    for b, arrays in enumerate(lines):
+        d, local = divmod(b, rows_per_device)
+        k, m = filled[d], len(arrays.pred)
+        where[d, k: k + m] = np.asarray(arrays.pred) + local * length  # position in the device's flattened lines
+        targets[d, k: k + m] = arrays.targets
+        entry_of[d] += [k + e for e in arrays.entry_of]
+        owner_of[d] += arrays.owner_of
+        filled[d] += m
+    return where, targets, count, (entry_of, owner_of)
+
+
+def add_entries(token_logp, greedy, entries, logprob: np.ndarray, not_greedy: np.ndarray) -> None:
+    """Each scored entry's log-prob (and greedy miss) added to its request's sums."""
+    token_logp, greedy = np.asarray(token_logp), np.asarray(greedy)
+    entry_of, owner_of = entries
+    for d in range(len(entry_of)):
+        np.add.at(logprob, owner_of[d], token_logp[d, entry_of[d]])
+        np.add.at(not_greedy, owner_of[d], ~greedy[d, entry_of[d]])

@@ -1,7 +1,8 @@
 """The context/continuation token boundary, exactly as lm-evaluation-harness draws it
 for decoder models: encode(context + continuation) minus encode(context), trailing
 context spaces moved to the continuation, an empty context replaced by BOS (or EOS), and
-no second BOS before a context that starts with one (a chat template's)."""
+no second BOS before a context that starts with one (a chat template's); and for
+encoder-decoders as it draws them there (seq2seq_pairs)."""
 from __future__ import annotations
 
 from ..loading.tokenizer import Tokenizer
@@ -21,4 +22,26 @@ def split_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> list[tupl
     for (context, _), whole, ctx in zip(moved, wholes, contexts):
         # empty context: whole == the continuation's own tokens, after BOS (or EOS)
         out.append(([start], whole) if not context else (tokenizer.with_prefix(ctx), whole[len(ctx):]))
+    return out
+
+
+def seq2seq_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+    """lm-eval's seq2seq split (TemplateLM._encode_pair with backend "seq2seq"): trailing
+    whitespace of the context moved to the continuation, the context encoded with the
+    tokenizer's special tokens (T5's closing </s>) for the encoder, the continuation without
+    for the decoder; an empty context is the prefix token (BOS, else EOS: T5's </s>), or the
+    continuation's first token when it is that token."""
+    start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
+    moved = []
+    for context, continuation in pairs:
+        spaces = len(context) - len(context.rstrip())
+        moved.append((context[:len(context) - spaces], context[len(context) - spaces:] + continuation))
+    contexts = tokenizer.encode_batch([c for c, _ in moved], special_tokens=True)
+    continuations = tokenizer.encode_batch([k for _, k in moved])
+    out = []
+    for (context, _), ctx, cont in zip(moved, contexts, continuations):
+        if context:
+            out.append((ctx, cont))
+        else:
+            out.append(([start], cont) if not cont or cont[0] != start else (cont[:1], cont[1:]))
     return out

@@ -1,0 +1,162 @@
+"""Greedy generation for encoder-decoder models, in one jitted program per batch shape: the
+encoder runs once over a batch of prompts, every decoder layer's cross-attention keys and
+values are computed once from its output, then a lax.while_loop of single-token decode steps
+grows the decoder's self-attention KV cache from decoder_start_token_id.
+
+Prompts are the context with the tokenizer's special tokens (T5's closing </s>), cut on the
+left to max_length (the encoder's whole limit: the new tokens live in the decoder). A row is
+done at EOS, at a token whose text contains a stop string, or at its own token limit; the loop
+ends when every row is done. Results are cut on the host exactly as the decoder Generator's
+(engine/generate.py: finished)."""
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..models import EncoderDecoder, build_module
+from ..models.seq2seq import empty_cache
+from ..placement.devices import data_shards, per_device, shard_batch, split_for_process, texts_from_all_processes, using
+from ..placement.sharding import kv_bytes_per_token, place_model
+from ..requests import Generate, GenerateResult
+from ..runlog import warn_once
+from .buckets import batch_size_for, length_bucket, next_pow2, padded_rows
+from .compile_cache import default_compilation_cache
+from .generate import GenerationStats, finished, stop_token_ids
+
+
+def _generate_on_device(params, stop_ids, tokens, valid, limits, config, dtype, slots):
+    module = build_module(config, dtype)
+    apply = lambda *args, method, **kw: module.apply({"params": params}, *args, method=method, **kw)
+    b = tokens.shape[0]
+    positions = jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0)
+    encoded = apply(tokens, positions, valid[:, None, :] | jnp.eye(tokens.shape[1], dtype=bool)[None],
+                    method=EncoderDecoder.encode)
+    cross = apply(encoded, method=EncoderDecoder.cross_keys_values)  # once per prompt, read by every step
+    cross_mask = valid[:, None, :]
+    kv_positions = jnp.broadcast_to(jnp.arange(slots), (b, slots))
+
+    def cond(state):
+        step, _, _, done, _ = state
+        return (step < slots) & ~done.all()
+
+    def body(state):
+        step, token, cache, done, out = state
+        hidden, cache = apply(token[:, None], jnp.full((b, 1), step), (kv_positions <= step)[:, None, :], cross,
+                              cross_mask, cache=cache, cache_index=step, kv_positions=kv_positions,
+                              method=EncoderDecoder.decode)
+        token = jnp.argmax(apply(hidden[:, 0], method=EncoderDecoder.logits), axis=-1).astype(jnp.int32)
+        out = out.at[:, step].set(jnp.where(done, -1, token))
+        done = done | (token[:, None] == stop_ids[None, :]).any(axis=1) | (step + 1 >= limits)
+        return step + 1, token, cache, done, out
+
+    start = jnp.full((b,), config.decoder_start_token_id, jnp.int32)
+    cache = empty_cache(config, b, slots, dtype)
+    state = (jnp.int32(0), start, cache, ~valid.any(axis=1), jnp.full((b, slots), -1, jnp.int32))  # padding rows: done
+    return jax.lax.while_loop(cond, body, state)[-1]
+
+
+@partial(jax.jit, static_argnames=("config", "dtype", "slots"))
+def generate_seq2seq(params, stop_ids, tokens, valid, limits, config, dtype=jnp.float32, slots: int = 32):
+    """tokens, valid: [B, S] prompts (any padding); limits: [B] new tokens each row may make
+    (<= slots). Returns [B, slots] new tokens, -1 after a row stopped (its stop token kept).
+    Every device runs its own loop until its own rows are done."""
+    local = partial(_generate_on_device, config=config, dtype=dtype, slots=slots)
+    return per_device(local, replicated=2)(params, stop_ids, tokens, valid, limits)
+
+
+class Seq2SeqGenerator:
+    def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
+                 mesh=None, **unused):
+        """max_length: the longest prompt the encoder reads, the model's own limit by default;
+        token_budget: prompt + new-token slots per batch."""
+        self.model = model
+        self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
+        self.token_budget = token_budget
+        self.batch_size = batch_size
+        default_compilation_cache()
+        kv_bytes = kv_bytes_per_token(model.config, model.dtype) * token_budget
+        self.mesh, self.params, self.placement = place_model(model, mesh, kv_bytes)
+        self.stats = GenerationStats()
+
+    def prompt_room(self, max_new: int) -> int:
+        """Prompt tokens a request keeps: the encoder's whole limit (new tokens are the decoder's)."""
+        return self.max_length
+
+    def prompt_tokens(self, context: str, max_new: int) -> list[int]:
+        ids = self.model.tokenizer.encode_batch([context], special_tokens=True)[0]
+        if len(ids) > self.max_length:
+            self.stats.truncated += 1
+            warn_once(self, "truncated", f"a prompt of {len(ids)} tokens is longer than {self.max_length} (the model's "
+                      "limit): prompts are cut from the left; results.json counts them")
+        return ids[-self.max_length:]
+
+    def new_token_limit(self, prompt: list[int], max_new: int) -> int:
+        return max_new
+
+    def generate(self, requests: list[Generate], progress=None) -> list[str]:
+        return [r.text for r in self.generate_results(requests, progress)]
+
+    def generate_results(self, requests: list[Generate], progress=None) -> list[GenerateResult]:
+        """Greedy continuations with why each stopped, in request order; across jax.distributed
+        processes each answers its share, and all get all."""
+        with using(self.mesh):
+            return self._generate_results(requests, progress)
+
+    def _generate_results(self, requests: list[Generate], progress=None) -> list[GenerateResult]:
+        start = time.time()
+        out = [GenerateResult("", "", 0)] * len(requests)
+        groups: dict[tuple, list[int]] = {}
+        for i in split_for_process(len(requests)):
+            groups.setdefault(requests[i].stop, []).append(i)
+        for stops, members in groups.items():
+            self._generate_group(requests, members, stops, out, progress)
+        self.stats.requests += len(requests)
+        self.stats.seconds += time.time() - start
+        texts = texts_from_all_processes([r.text for r in out])
+        reasons = texts_from_all_processes([r.stop_reason for r in out])
+        counts = texts_from_all_processes([str(r.new_tokens) if r.stop_reason else "" for r in out])
+        return [GenerateResult(t, why, int(n or 0)) for t, why, n in zip(texts, reasons, counts)]
+
+    def _generate_group(self, requests, members, stops, out, progress) -> None:
+        """One stop set's requests, longest prompt first, in batches of one prompt bucket and the
+        token budget's rows; each batch's cache holds its largest limit (a power of two)."""
+        prompts = {i: self.prompt_tokens(requests[i].context, requests[i].max_new_tokens) for i in members}
+        limits = {i: self.new_token_limit(prompts[i], requests[i].max_new_tokens) for i in members}
+        stop_ids = np.asarray(stop_token_ids(self.model.tokenizer, tuple(stops)) or (-1,), np.int32)
+        stop_ids = np.pad(stop_ids, (0, next_pow2(len(stop_ids)) - len(stop_ids)), constant_values=-1)
+        order = sorted(members, key=lambda i: (-len(prompts[i]), -limits[i]))
+        while order:
+            length = length_bucket(len(prompts[order[0]]), 8)
+            slots = next_pow2(max(limits[i] for i in order), 8)
+            size = self.batch_size or batch_size_for(length + slots, self.token_budget, data_shards())
+            batch, order = order[:size], order[size:]
+            new = self._run([prompts[i] for i in batch], [limits[i] for i in batch], length, slots, stop_ids)
+            for i, ids in zip(batch, new):
+                out[i] = self._result(ids[:limits[i]], stops, requests[i].max_new_chars)
+                self.stats.prompt_tokens += len(prompts[i])
+            if progress:
+                progress(len(batch))
+
+    def _run(self, prompts: list[list[int]], limits: list[int], length: int, slots: int, stop_ids) -> np.ndarray:
+        rows = padded_rows(len(prompts), data_shards())
+        tokens = np.zeros((rows, length), np.int32)
+        valid = np.zeros((rows, length), bool)
+        row_limits = np.ones(rows, np.int32)
+        for r, (prompt, limit) in enumerate(zip(prompts, limits)):
+            tokens[r, :len(prompt)], valid[r, :len(prompt)], row_limits[r] = prompt, True, limit
+        self.stats.compiles.see("generate-seq2seq", rows, length, slots, len(stop_ids))
+        begin = time.perf_counter()
+        new = np.asarray(generate_seq2seq(self.params, jnp.asarray(stop_ids), *shard_batch(tokens, valid, row_limits),
+                                          config=self.model.config, dtype=self.model.dtype, slots=slots))
+        self.stats.decode_seconds += time.perf_counter() - begin
+        self.stats.decode_row_steps += rows * int((new >= 0).sum(axis=1).max(initial=0))
+        return new
+
+    def _result(self, ids, stops, max_chars: int | None) -> GenerateResult:
+        result = finished(self.model.tokenizer, list(ids), stops, max_chars)
+        self.stats.new_tokens += result.new_tokens
+        return result
