@@ -1,4 +1,5 @@
-"""Request type -> engine: Loglikelihood -> Scorer, Generate -> Generator, LmEvalGenerate ->
+"""Request type -> engine: Loglikelihood -> Scorer, Generate -> Generator (their seq2seq twins
+for encoder-decoders: engine/seq2seq_scoring.py, engine/seq2seq_generate.py), LmEvalGenerate ->
 lm-eval's HF-backend rules over the same Generator (lm_eval/model.py), Embed -> the model's
 embedder behind the on-disk embedding cache (retrieval/cache.py).
 The runner hands over a list of requests and gets the answers in the same order; it never
@@ -38,14 +39,19 @@ class Engines:
                                      "embeddings): use generation tasks, or multiple choice with scoring: generate")
             return self.model
         if kind not in self.built:
+            seq2seq = self.model.config.kind == "seq2seq"
             if kind is Loglikelihood:
                 from .engine.scoring import Scorer
+                from .engine.seq2seq_scoring import Seq2SeqScorer
 
-                self.built[kind] = Scorer(self.model, batch_size=self.batch_size, mesh=self.mesh)
+                self.built[kind] = (Seq2SeqScorer if seq2seq else Scorer)(self.model, batch_size=self.batch_size,
+                                                                          mesh=self.mesh)
             elif kind is Generate:
                 from .engine.generate import Generator
+                from .engine.seq2seq_generate import Seq2SeqGenerator
 
-                self.built[kind] = Generator(self.model, batch_size=self.batch_size, mesh=self.mesh)
+                self.built[kind] = (Seq2SeqGenerator if seq2seq else Generator)(self.model, batch_size=self.batch_size,
+                                                                                mesh=self.mesh)
             elif kind is LmEvalGenerate:
                 from .lm_eval import BabelevalLM
 
@@ -100,6 +106,7 @@ class Engines:
                                   "tokens_alone": s.tokens_alone, "tokens_computed": s.tokens_computed,
                                   "tokens_shared": s.tokens_shared, "tokens_padded": s.tokens_padded,
                                   "truncated": s.truncated, "duplicates": s.duplicates, **_prefix_stats(s),
+                                  **({"contexts_encoded": s.contexts_encoded} if s.contexts_encoded else {}),
                                   "compiled_programs": s.compiles.count, "seconds": round(s.seconds, 2)}
             elif issubclass(kind, Generate):  # both generators (lm-eval tasks' and the others') in one entry
                 entry = {"requests": s.requests, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,

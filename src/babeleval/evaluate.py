@@ -230,8 +230,9 @@ def _model_summary(model) -> dict:
         return {"source": model.source, "arch": "http", "mode": model.mode}
     from .provenance import file_sha256
 
-    return {"source": model.source, "arch": model.config.arch, "params": model.num_params,
-            "dtype": np.dtype(model.dtype).name, "sha256": file_sha256(model.source)}
+    parts = {"params_by_part": model.params_by_part} if model.config.kind == "seq2seq" else {}
+    return {"source": model.source, "arch": model.config.arch, "kind": model.config.kind, "params": model.num_params,
+            **parts, "dtype": np.dtype(model.dtype).name, "sha256": file_sha256(model.source)}
 
 
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),

@@ -191,6 +191,10 @@ class Generator:
         self.mesh, self.params, self.placement = place_model(model, mesh, kv_bytes)
         self.stats = GenerationStats()
 
+    def prompt_room(self, max_new: int) -> int:
+        """Prompt tokens a request keeps: the prompt and its new tokens share max_length."""
+        return self.max_length - max_new
+
     def prompt_tokens(self, context: str, max_new: int) -> list[int]:
         """Prefix (BOS) + the context's tokens, left-truncated to leave room for max_new tokens
         (no second BOS where the context starts with one: a chat template's)."""

@@ -22,18 +22,22 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from babeleval.engine.generate import GenerationStats, Generator
 from babeleval.engine.scoring import Scorer, ScoringStats
+from babeleval.engine.seq2seq_generate import Seq2SeqGenerator
+from babeleval.engine.seq2seq_scoring import Seq2SeqScorer
 from babeleval.errors import BabelevalError
 from babeleval.requests import Generate, GenerateResult
 from babeleval.tasks.lm_eval_task import HFLM_MAX_GEN_TOKS, greedy_request
 
 
-class ExactGenerator(Generator):
-    """HFLM's prompts and texts: the prompt encoded by the backend's tok_encode (BOS as the
-    tokenizer adds it, not twice after a chat template) and cut to its last max_length -
-    max_gen_toks tokens; the EOS token's text one more stop string (handle_stop_sequences); the
-    text decoded up to EOS and cut at the first stop string, and nothing else (the base
-    Generator also drops a partial UTF-8 character at a length cut, which HF's decode keeps as
-    U+FFFD). Answers `babeleval lm-eval` and the lm-eval tasks of `babeleval run` alike."""
+class LmEvalRules:
+    """HFLM's prompts and texts, over either generator: the prompt encoded by the backend's
+    tok_encode (BOS as the tokenizer adds it, not twice after a chat template; T5's closing
+    </s>) and cut to its last prompt_room tokens (max_length - max_gen_toks for a decoder, the
+    encoder's whole max_length for an encoder-decoder); the EOS token's text one more stop string
+    (handle_stop_sequences); the text decoded up to EOS and cut at the first stop string, and
+    nothing else (the base generators also drop a partial UTF-8 character at a length cut, which
+    HF's decode keeps as U+FFFD). Answers `babeleval lm-eval` and the lm-eval tasks of
+    `babeleval run` alike."""
 
     def __init__(self, model, encode, eos_text: str | None, **kwargs):
         super().__init__(model, **kwargs)
@@ -46,10 +50,10 @@ class ExactGenerator(Generator):
         return super().generate_results(requests, progress)
 
     def prompt_tokens(self, context: str, max_new: int) -> list[int]:
-        ids = self.encode(context)
-        if len(ids) > self.max_length - max_new:
+        ids, room = self.encode(context), self.prompt_room(max_new)
+        if len(ids) > room:
             self.stats.truncated += 1
-        return ids[-(self.max_length - max_new):]
+        return ids[-room:]
 
     def _result(self, ids: list[int], stops, max_chars: int | None) -> GenerateResult:
         tok = self.model.tokenizer
@@ -58,6 +62,20 @@ class ExactGenerator(Generator):
             ids = ids[:ids.index(tok.eos_id)]
         self.stats.new_tokens += len(ids)
         return GenerateResult(postprocess_generated_text(tok.decode(ids), list(stops), None), "", len(ids))
+
+
+class ExactGenerator(LmEvalRules, Generator):
+    """A decoder's generate_until as HFLM answers it."""
+
+
+class ExactSeq2SeqGenerator(LmEvalRules, Seq2SeqGenerator):
+    """An encoder-decoder's generate_until as HFLM (backend "seq2seq") answers it: generate's
+    max_length is the prompt's length + max_gen_toks, counted in decoder tokens with the start
+    token, so a row makes up to len(prompt) + max_gen_toks - 1 new tokens (HFLM's prompt length is
+    its padded batch's: equal at batch size 1)."""
+
+    def new_token_limit(self, prompt: list[int], max_new: int) -> int:
+        return len(prompt) + max_new - 1
 
 
 @dataclass
@@ -86,6 +104,7 @@ class BabelevalLM(TemplateLM):
             pretrained = load_model(pretrained, dtype=dtype)
         self.model = pretrained
         self.tok = pretrained.tokenizer
+        self.backend = "seq2seq" if pretrained.config.kind == "seq2seq" else "causal"  # TemplateLM's _encode_pair reads it
         self.max_length = min(int(max_length or pretrained.config.max_positions), pretrained.config.max_positions)
         self.add_bos_token = add_bos_token
         self._max_gen_toks = int(max_gen_toks)
@@ -96,16 +115,18 @@ class BabelevalLM(TemplateLM):
         self._chat = None
 
     @functools.cached_property
-    def scorer(self) -> Scorer:
-        """A request keeps max_length + 1 tokens (its last token is only a target), as HFLM."""
-        return Scorer(self.model, max_length=self.max_length, batch_size=self.batch_size,
+    def scorer(self) -> Scorer | Seq2SeqScorer:
+        """A decoder's request keeps max_length + 1 tokens (its last token is only a target), an
+        encoder-decoder's its last max_length context and continuation tokens, as HFLM."""
+        engine = Seq2SeqScorer if self.backend == "seq2seq" else Scorer
+        return engine(self.model, max_length=self.max_length, batch_size=self.batch_size,
                       share_prefixes=self.share_prefixes, mesh=self.mesh)
 
     @functools.cached_property
-    def generator(self) -> ExactGenerator:
-        return ExactGenerator(self.model, self.tok_encode, self.special_text(self.eot_token_id),
-                              max_length=self.max_length, batch_size=self.batch_size,
-                              share_prefixes=self.share_prefixes, mesh=self.mesh)
+    def generator(self) -> ExactGenerator | ExactSeq2SeqGenerator:
+        engine = ExactSeq2SeqGenerator if self.backend == "seq2seq" else ExactGenerator
+        return engine(self.model, self.tok_encode, self.special_text(self.eot_token_id), max_length=self.max_length,
+                      batch_size=self.batch_size, share_prefixes=self.share_prefixes, mesh=self.mesh)
 
     # -- tokenisation, as HFLM ------------------------------------------------------------
     @property
@@ -161,7 +182,11 @@ class BabelevalLM(TemplateLM):
         pairs = [(list(context), list(continuation)) for _, context, continuation in requests]
         results = self.scorer.loglikelihood_tokens(pairs)
         self.work.scoring_requests += len(pairs)
-        self.work.scoring_tokens_alone += sum(min(len(c) + len(k), self.max_length + 1) - 1 for c, k in pairs)
+        if self.backend == "seq2seq":  # HFLM encodes every request's context and decodes its continuation
+            self.work.scoring_tokens_alone += sum(min(len(c), self.max_length) + min(len(k), self.max_length)
+                                                  for c, k in pairs)
+        else:
+            self.work.scoring_tokens_alone += sum(min(len(c) + len(k), self.max_length + 1) - 1 for c, k in pairs)
         self.work.seconds += time.time() - start
         return [(r.logprob, r.is_greedy) for r in results]
 

@@ -42,6 +42,15 @@ class LoadedModel:
     def num_params(self) -> int:
         return sum(x.size for x in jax.tree_util.tree_leaves(self.params))
 
+    @property
+    def params_by_part(self) -> dict:
+        """Parameters per top-level part (an encoder-decoder: embed, encoder, decoder, lm_head)."""
+        out: dict = {}
+        for name, tree in self.params.items():
+            part = name.split("_")[0] if name.startswith(("encoder", "decoder")) else name
+            out[part] = out.get(part, 0) + sum(x.size for x in jax.tree_util.tree_leaves(tree))
+        return out
+
     def save(self, folder: Path) -> Path:
         return save_checkpoint(self, folder)
 
