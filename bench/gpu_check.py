@@ -9,7 +9,7 @@ this there). No real weights travel: every model is random, of a real shape, bui
 Parts, in order, each skipped (named in "skipped") once the time budget is spent:
   reference   a tiny random model's fp32 log-probs against the file computed on CPU
   <shape>     per model shape (SmolLM2-135M, Gemma 3 270M, Llama-3.2-1B, Llama-3-8B, a scaled-down
-              Qwen3-MoE): scoring tokens/s and MFU on XCOPA sw+ta (plain) and 5-shot SIB-200 in
+              Qwen3-MoE, mT5-base: the encoder-decoder engines, each context encoded once): scoring tokens/s and MFU on XCOPA sw+ta (plain) and 5-shot SIB-200 in
               MILU's prompt (the demonstrations prefix-cached), generation prompts/s and new
               tokens/s on XQuAD-hi (32 new tokens), bf16 against fp32 log-probs of the same random
               weights (shapes up to 1B), peak device memory
@@ -51,16 +51,20 @@ SHAPES = {  # config.json fields of the real checkpoints (random weights)
                             moe_intermediate_size=1024, num_hidden_layers=8, num_attention_heads=8,
                             num_key_value_heads=4, head_dim=64, num_experts=8, num_experts_per_tok=2,
                             norm_topk_prob=True, max_position_embeddings=8192, rms_norm_eps=1e-6),
+    "mt5-base": dict(model_type="mt5", vocab_size=250112, d_model=768, d_kv=64, d_ff=2048, num_layers=12,
+                     num_heads=12, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
 }
+TINY_T5 = dict(d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4, vocab_size=49152)
 TINY = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=64, num_hidden_layers=1,
             num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=49152)
-FP32_COMPARED = ("smollm2-135m", "gemma3-270m", "llama-3.2-1b")
+FP32_COMPARED = ("smollm2-135m", "gemma3-270m", "llama-3.2-1b", "mt5-base")
 
 
 def config(name: str, dry_run: bool):
     from babeleval.loading.hf_config import config_from_hf
 
-    raw = dict(SHAPES[name], **(TINY if dry_run else {}))
+    tiny = TINY_T5 if "d_model" in SHAPES[name] else TINY
+    raw = dict(SHAPES[name], **(tiny if dry_run else {}))
     if dry_run and raw.get("sliding_window"):
         raw["sliding_window"] = 16
     return config_from_hf(raw, name)
@@ -127,21 +131,29 @@ def timed(make, call):
     return engine, time.perf_counter() - start
 
 
-def scoring(model, requests, peak: float) -> dict:
+def engines(model):
+    """(scorer, generator) classes for the model: the encoder-decoder's own for mT5."""
+    from babeleval.engine.generate import Generator
     from babeleval.engine.scoring import Scorer
+    from babeleval.engine.seq2seq_generate import Seq2SeqGenerator
+    from babeleval.engine.seq2seq_scoring import Seq2SeqScorer
 
-    engine, seconds = timed(lambda: Scorer(model), lambda e: e.loglikelihood(requests))
+    return (Seq2SeqScorer, Seq2SeqGenerator) if model.config.kind == "seq2seq" else (Scorer, Generator)
+
+
+def scoring(model, requests, peak: float) -> dict:
+    scorer = engines(model)[0]
+    engine, seconds = timed(lambda: scorer(model), lambda e: e.loglikelihood(requests))
     s = engine.stats
     tokens = s.tokens_computed / seconds
     return {"requests": len(requests), "seconds": round(seconds, 3), "tokens_per_s": round(tokens),
             "tokens_without_sharing_per_s": round(s.tokens_alone / seconds), "mfu": 2 * active_params(model) * tokens / peak,
-            "prefix_tokens_reused": s.prefix_tokens_reused}
+            "prefix_tokens_reused": s.prefix_tokens_reused, "contexts_encoded": s.contexts_encoded}
 
 
 def generation(model, prompts) -> dict:
-    from babeleval.engine.generate import Generator
-
-    engine, seconds = timed(lambda: Generator(model), lambda e: e.generate(prompts))
+    generator = engines(model)[1]
+    engine, seconds = timed(lambda: generator(model), lambda e: e.generate(prompts))
     return {"prompts": len(prompts), "seconds": round(seconds, 3), "prompts_per_s": len(prompts) / seconds,
             "new_tokens_per_s": engine.stats.new_tokens / seconds}
 
@@ -149,9 +161,7 @@ def generation(model, prompts) -> dict:
 def logprobs(model, requests):
     import numpy as np
 
-    from babeleval.engine.scoring import Scorer
-
-    return np.asarray([r.logprob for r in Scorer(model).loglikelihood(requests)])
+    return np.asarray([r.logprob for r in engines(model)[0](model).loglikelihood(requests)])
 
 
 def bf16_vs_fp32(cfg, tok, requests) -> dict:

@@ -12,7 +12,9 @@ nice -n 10 python bench/lm_eval_backend.py --limit 8 [--json out.json]   (from t
 
 --model DIR runs both backends on an HF folder instead (HFLM: transformers' fp32 model and the
 folder's tokenizer; babeleval: load_model(DIR)), e.g. a random mixture of experts written by
-bench/random_models.py.
+bench/random_models.py. An encoder-decoder folder (mT5) runs HFLM with backend="seq2seq" over
+transformers' model with its own head (HFLM's tie_weights() would tie every T5's lm_head to the
+embedding under transformers 5: tests/test_seq2seq_lm_eval.py).
 """
 from __future__ import annotations
 
@@ -78,13 +80,19 @@ def main() -> None:
     from babeleval.lm_eval import BabelevalLM
     from babeleval.loading import resolve
 
+    backend = "default"  # HFLM's: causal, or seq2seq for an encoder-decoder folder
     if args.model:
         from babeleval.loading import load_model
 
         folder = args.model
         model = load_model(folder)
         ours = lambda _: model  # noqa: E731
-        hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype="float32").eval()
+        seq2seq = model.config.kind == "seq2seq"
+        auto = transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM
+        hf_model = auto.from_pretrained(folder, dtype="float32").eval()
+        if seq2seq:
+            hf_model.tie_weights = lambda *a, **k: None
+            backend = "seq2seq"
         reference = lambda _: hf_model  # noqa: E731
         hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
     else:
@@ -99,7 +107,7 @@ def main() -> None:
         lm = BabelevalLM(ours("smollm2-135m"))
         mine, warm = timed_run(lm, tasks, args.limit)
         hf, hf_seconds = timed_run(HFLM(pretrained=reference("smollm2-135m"), tokenizer=hf_tok, batch_size=8,
-                                        device="cpu"), tasks, args.limit)
+                                        device="cpu", backend=backend), tasks, args.limit)
         requests = sum(len(s["resps"]) for t in hf for s in hf[t])
         stats = lm.engine_stats()
         rows.append({"workload": name, "documents": sum(len(hf[t]) for t in hf), "requests": requests,

@@ -5,6 +5,8 @@ tokenizes as it would for SmolLM2), for comparing families and backends on equal
   python bench/random_models.py llama DIR   # ~100M dense shapes, the same for every family:
   python bench/random_models.py cohere DIR  #   hidden 768, 12 layers, 12 heads (4 KV), MLP 2048
   python bench/random_models.py gpt_neox DIR
+  python bench/random_models.py mt5-small DIR  # mT5-small's shapes and 250,112-row vocabulary, untied head,
+                                               # with a real 32k SentencePiece tokenizer (tests/tiny_models.py)
 """
 from __future__ import annotations
 
@@ -23,14 +25,22 @@ SHAPES = {
     "cohere": ("cohere", dict(DENSE, num_key_value_heads=4, logit_scale=0.0625)),
     "gpt_neox": ("gpt_neox", dict(DENSE)),
 }
+# google/mt5-small's config.json: 8 + 8 layers, 6 heads of 64, gated-GELU 1,024, 32 buckets up to 128
+MT5_SMALL = dict(d_model=512, d_kv=64, d_ff=1024, num_layers=8, num_decoder_layers=8, num_heads=6,
+                 relative_attention_num_buckets=32, relative_attention_max_distance=128, vocab_size=250112)
 
 
 def write(shape: str, folder: Path) -> Path:
     from tiny_models import build_with_real_tokenizer
 
-    family, overrides = SHAPES[shape]
-    model = build_with_real_tokenizer(family, Path(folder), **overrides)
-    print(f"{folder}: {family}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters")
+    if shape == "mt5-small":
+        from tiny_models import build_seq2seq
+
+        model = build_seq2seq("mt5", Path(folder), real_tokenizer=True, **MT5_SMALL)
+    else:
+        family, overrides = SHAPES[shape]
+        model = build_with_real_tokenizer(family, Path(folder), **overrides)
+    print(f"{folder}: {shape}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters")
     return Path(folder)
 
 

@@ -2,25 +2,13 @@
 mixture of experts (Qwen3-MoE: 8 experts, top-2, 2 layers, SmolLM2's tokenizer) saved as an HF
 folder: 0-shot XCOPA-sw and 5-shot SIB-200 (MILU's prompt), log-likelihoods within
 max(1e-3, 5e-5 |logp|), acc and acc_norm per sample."""
-from pathlib import Path
-
 import pytest
 
+from lm_eval_samples import ROOT, samples
 from tiny_models import build_with_real_tokenizer
 
 pytestmark = pytest.mark.full
-ROOT = Path(__file__).resolve().parents[1]
 TASKS = {"xcopa_sw_local": 12, "sib200_milu_5shot_swh": 6}
-
-
-def samples(lm) -> dict:
-    import lm_eval
-    from lm_eval.tasks import TaskManager
-
-    out = lm_eval.simple_evaluate(model=lm, tasks=list(TASKS), samples={t: list(range(n)) for t, n in TASKS.items()},
-                                  task_manager=TaskManager(include_path=str(ROOT / "tests" / "fixtures" / "lm_eval_tasks")),
-                                  log_samples=True)
-    return {t: sorted(s, key=lambda s: s["doc_id"]) for t, s in out["samples"].items()}
 
 
 def logprob(response) -> float:
@@ -36,8 +24,8 @@ def test_moe_per_sample_equals_lm_eval_hf(tmp_path, shared_data, monkeypatch):
 
     build_with_real_tokenizer("qwen3_moe", tmp_path / "moe", num_hidden_layers=2)
     monkeypatch.chdir(ROOT)  # the task files' data_files are relative to the repository root
-    ours = samples(BabelevalLM(load_model(str(tmp_path / "moe"))))
-    theirs = samples(HFLM(pretrained=str(tmp_path / "moe"), batch_size=4, device="cpu", dtype="float32"))
+    ours = samples(BabelevalLM(load_model(str(tmp_path / "moe"))), TASKS)
+    theirs = samples(HFLM(pretrained=str(tmp_path / "moe"), batch_size=4, device="cpu", dtype="float32"), TASKS)
     for task, count in TASKS.items():
         assert len(ours[task]) == len(theirs[task]) == count
         for a, b in zip(ours[task], theirs[task]):

@@ -78,7 +78,8 @@ def test_empty_context_follows_lm_eval(mt5):
     assert seq2seq_pairs(tok, [("Swali:  ", "jibu")])[0][1] == tok.encode("  jibu")
 
 
-@pytest.mark.parametrize("family", ["mt5", "umt5", "m2m_100"])
+@pytest.mark.parametrize("family", ["mt5", pytest.param("umt5", marks=pytest.mark.full),
+                                    pytest.param("m2m_100", marks=pytest.mark.full)])
 def test_greedy_generation_equals_transformers(family, mt5, tmp_path):
     """transformers' generate without a cache (its cache assumes as many decoder as encoder
     layers; these have 2 and 3), up to EOS or 12 new tokens, several prompts in one batch."""
@@ -131,3 +132,23 @@ def test_orbax_checkpoint_round_trip(mt5, tmp_path, shared_data):
     requests = xcopa_requests(shared_data, 1)
     a, b = Seq2SeqScorer(model).loglikelihood(requests), Seq2SeqScorer(saved).loglikelihood(requests)
     assert [r.logprob for r in a] == [r.logprob for r in b]
+
+
+def test_a_hub_layout_folder_loads(mt5, tmp_path):
+    """What google/mt5-* and bigscience/mt0-* hold: pytorch_model.bin and spiece.model, no
+    safetensors and no tokenizer.json. Weights come from the pickle (weights_only), the
+    tokenizer is converted by transformers; both equal the safetensors folder's."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    folder, _, model = mt5
+    for name in ("config.json", "spiece.model", "tokenizer_config.json"):
+        shutil.copy(folder / name, tmp_path / name)
+    torch.save(load_file(folder / "model.safetensors"), tmp_path / "pytorch_model.bin")
+    hub = load_model(str(tmp_path))
+    assert hub.config == model.config
+    assert np.array_equal(hub.params["lm_head"]["kernel"], model.params["lm_head"]["kernel"])
+    text = ["Kila mtu ana haki ya kuishi.", "Paka amelala juu ya meza"]
+    assert hub.tokenizer.encode_batch(text, special_tokens=True) == model.tokenizer.encode_batch(text, special_tokens=True)

@@ -8,26 +8,14 @@ lm-eval's HFLM calls model.tie_weights() after loading, and transformers 5 force
 tie_word_embeddings on every T5 config: HFLM loading such a folder scores with the embedding
 as the head, not the checkpoint's lm_head (asserted below, so that a fix upstream shows). The
 reference is therefore HFLM over the model transformers' from_pretrained returns, untied."""
-from pathlib import Path
-
 import pytest
 
+from lm_eval_samples import ROOT, samples
 from tiny_models import build_seq2seq
 
 pytestmark = pytest.mark.full
-ROOT = Path(__file__).resolve().parents[1]
 TASKS = {"xcopa_sw_local": 8, "nusax_xnli_style": 4, "sib200_milu_5shot_swh": 3, "nusax_mt_gen": 3,
          "xquad_hi_rolling": 2}
-
-
-def samples(lm) -> dict:
-    import lm_eval
-    from lm_eval.tasks import TaskManager
-
-    out = lm_eval.simple_evaluate(model=lm, tasks=list(TASKS), samples={t: list(range(n)) for t, n in TASKS.items()},
-                                  task_manager=TaskManager(include_path=str(ROOT / "tests" / "fixtures" / "lm_eval_tasks")),
-                                  log_samples=True)
-    return {t: sorted(s, key=lambda s: s["doc_id"]) for t, s in out["samples"].items()}
 
 
 def values(sample) -> list:
@@ -55,11 +43,11 @@ def test_per_sample_equals_lm_eval_hf_seq2seq(folder, shared_data, monkeypatch):
 
     monkeypatch.chdir(ROOT)  # the task files' data_files are relative to the repository root
     lm = BabelevalLM(load_model(str(folder)))
-    ours = samples(lm)
+    ours = samples(lm, TASKS)
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     model.tie_weights = lambda *args, **kwargs: None  # keep the checkpoint's own head (see the module docstring)
     theirs = samples(HFLM(pretrained=model, tokenizer=transformers.AutoTokenizer.from_pretrained(folder),
-                          backend="seq2seq", batch_size=1, device="cpu", dtype="float32"))
+                          backend="seq2seq", batch_size=1, device="cpu", dtype="float32"), TASKS)
     for task, count in TASKS.items():
         assert len(ours[task]) == len(theirs[task]) == count
         for a, b in zip(ours[task], theirs[task]):

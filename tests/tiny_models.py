@@ -119,8 +119,8 @@ def build_seq2seq(name: str, folder: Path, real_tokenizer: bool = False, **overr
     folder.mkdir(parents=True, exist_ok=True)
     if real_tokenizer:
         tok = sentencepiece_t5_tokenizer(folder)
-        overrides = dict(vocab_size=32128, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                         decoder_start_token_id=tok.pad_token_id, **overrides)
+        overrides = {**dict(vocab_size=32128, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                            decoder_start_token_id=tok.pad_token_id), **overrides}
     cls_name, kwargs = SEQ2SEQ[name]
     config = getattr(transformers, cls_name)(**{**kwargs, **overrides})
     torch.manual_seed(0)

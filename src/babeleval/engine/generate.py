@@ -35,10 +35,9 @@ from ..models.decoder import empty_cache
 from ..runlog import warn_once
 from .prefix import attention_inputs, prefix_bucket, prefix_groups, prefix_rows, prefix_table
 from .buckets import CompileCounter, batch_size_for, length_batches, length_bucket, next_pow2, padded_rows
-from .compile_cache import default_compilation_cache
 from .packed_prefill import empty_buffer, group_row, prefill_lines, take_group, window_calls, window_rows, windows
 from ..placement.devices import constrain_kv, data_shards, per_device, shard_batch, split_for_process, texts_from_all_processes, using
-from ..placement.sharding import kv_bytes_per_token, place_model
+from .placed import PlacedEngine
 from ..requests import Generate, GenerateResult, cut_at_stop
 
 
@@ -151,6 +150,12 @@ def stop_token_ids(tokenizer, stops: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
+def padded_stop_ids(tokenizer, stops) -> np.ndarray:
+    """stop_token_ids as an array padded with -1 to a power of two (few compiled shapes)."""
+    ids = np.asarray(stop_token_ids(tokenizer, tuple(stops)) or (-1,), np.int32)
+    return np.pad(ids, (0, next_pow2(len(ids)) - len(ids)), constant_values=-1)
+
+
 @dataclass
 class GenerationStats:
     requests: int = 0
@@ -171,42 +176,10 @@ class GenerationStats:
         self.compiles = self.compiles or CompileCounter()
 
 
-class Generator:
-    def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
-                 decode_budget: int | None = None, share_prefixes: bool = True, mesh=None):
-        """max_length: prompt + new tokens, the model's own limit by default (a 2,048 default cut
-        XQuAD-hi's longest prompts, which transformers reads whole); token_budget: prompt slots
-        per prefill batch; decode_budget: cache slots (prompt + new) decoded together,
-        4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB);
-        share_prefixes: a long prompt prefix many prompts share is prefilled once; mesh: 'auto',
-        'data=D,model=M' or (D, M) (placement/devices.py, placement/sharding.py)."""
-        self.model = model
-        self.share_prefixes = share_prefixes
-        self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
-        self.token_budget = token_budget
-        self.decode_budget = decode_budget or 4 * token_budget
-        self.batch_size = batch_size
-        default_compilation_cache()
-        kv_bytes = kv_bytes_per_token(model.config, model.dtype) * self.decode_budget
-        self.mesh, self.params, self.placement = place_model(model, mesh, kv_bytes)
-        self.stats = GenerationStats()
-
-    def prompt_room(self, max_new: int) -> int:
-        """Prompt tokens a request keeps: the prompt and its new tokens share max_length."""
-        return self.max_length - max_new
-
-    def prompt_tokens(self, context: str, max_new: int) -> list[int]:
-        """Prefix (BOS) + the context's tokens, left-truncated to leave room for max_new tokens
-        (no second BOS where the context starts with one: a chat template's)."""
-        tok = self.model.tokenizer
-        ids = tok.encode(context)
-        keep = self.max_length - max_new - len(tok.prefix)
-        if len(ids) > keep:
-            self.stats.truncated += 1
-            warn_once(self, "truncated", f"a prompt of {len(ids)} tokens does not fit {self.max_length} tokens with "
-                      f"{max_new} new ones: prompts are cut from the left; results.json counts them "
-                      "(engine.generation.truncated, and per task)")
-        return tok.with_prefix(ids[max(0, len(ids) - keep):])
+class Generating(PlacedEngine):
+    """What both greedy generators (Generator here, Seq2SeqGenerator for encoder-decoders) share:
+    requests grouped by stop strings and token limit, answered in request order, shared across
+    processes, each row's tokens cut into a result. A subclass gives _generate_group."""
 
     def generate(self, requests: list[Generate], progress=None) -> list[str]:
         """Greedy continuations, in request order."""
@@ -229,16 +202,49 @@ class Generator:
             self._generate_group(requests, members, stops, max_new, out, progress)
         self.stats.requests += len(requests)
         self.stats.seconds += time.time() - start
-        texts = texts_from_all_processes([r.text for r in out])
-        reasons = texts_from_all_processes([r.stop_reason for r in out])
-        counts = texts_from_all_processes([str(r.new_tokens) if r.stop_reason else "" for r in out])  # "" where not ours
-        return [GenerateResult(t, why, int(n or 0)) for t, why, n in zip(texts, reasons, counts)]
+        return from_all_processes(out)
+
+    def _result(self, ids: list[int], stops, max_chars: int | None) -> GenerateResult:
+        result = finished(self.model.tokenizer, ids, stops, max_chars)
+        self.stats.new_tokens += result.new_tokens
+        return result
+
+
+class Generator(Generating):
+    def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
+                 decode_budget: int | None = None, share_prefixes: bool = True, mesh=None):
+        """max_length: prompt + new tokens, the model's own limit by default (a 2,048 default cut
+        XQuAD-hi's longest prompts, which transformers reads whole); token_budget: prompt slots
+        per prefill batch; decode_budget: cache slots (prompt + new) decoded together,
+        4 x token_budget by default (a cache token of SmolLM2-135M is 46 KB);
+        share_prefixes: a long prompt prefix many prompts share is prefilled once; mesh: 'auto',
+        'data=D,model=M' or (D, M) (placement/devices.py, placement/sharding.py)."""
+        self.decode_budget = decode_budget or 4 * token_budget
+        super().__init__(model, max_length, token_budget, batch_size, mesh, cache_tokens=self.decode_budget)
+        self.share_prefixes = share_prefixes
+        self.stats = GenerationStats()
+
+    def prompt_room(self, max_new: int) -> int:
+        """Prompt tokens a request keeps: the prompt and its new tokens share max_length."""
+        return self.max_length - max_new
+
+    def prompt_tokens(self, context: str, max_new: int) -> list[int]:
+        """Prefix (BOS) + the context's tokens, left-truncated to leave room for max_new tokens
+        (no second BOS where the context starts with one: a chat template's)."""
+        tok = self.model.tokenizer
+        ids = tok.encode(context)
+        keep = self.max_length - max_new - len(tok.prefix)
+        if len(ids) > keep:
+            self.stats.truncated += 1
+            warn_once(self, "truncated", f"a prompt of {len(ids)} tokens does not fit {self.max_length} tokens with "
+                      f"{max_new} new ones: prompts are cut from the left; results.json counts them "
+                      "(engine.generation.truncated, and per task)")
+        return tok.with_prefix(ids[max(0, len(ids) - keep):])
 
     def _generate_group(self, requests, members, stops, max_new, out, progress):
         prompts = [self.prompt_tokens(requests[i].context, max_new) for i in members]
         new_bucket = next_pow2(max_new, 8)
-        stop_ids = np.asarray(stop_token_ids(self.model.tokenizer, tuple(stops)) or (-1,), np.int32)
-        stop_ids = np.pad(stop_ids, (0, next_pow2(len(stop_ids)) - len(stop_ids)), constant_values=-1)
+        stop_ids = padded_stop_ids(self.model.tokenizer, stops)
         groups = prefix_groups(prompts, self.share_prefixes)
         worth = lambda prefix, group: prefix and (len(group) - 1) * len(prefix) >= MIN_REUSED
         alone = [j for prefix, group in groups if not worth(prefix, group) for j in group]
@@ -378,10 +384,12 @@ class Generator:
         self.stats.decode_row_steps += len(valid) // devices * int(steps.sum())
         return [row[:max_new].tolist() for row in new]
 
-    def _result(self, ids: list[int], stops, max_chars: int | None) -> GenerateResult:
-        result = finished(self.model.tokenizer, ids, stops, max_chars)
-        self.stats.new_tokens += result.new_tokens
-        return result
+def from_all_processes(out: list[GenerateResult]) -> list[GenerateResult]:
+    """Each jax.distributed process filled only its own results: every process gets them all."""
+    texts = texts_from_all_processes([r.text for r in out])
+    reasons = texts_from_all_processes([r.stop_reason for r in out])
+    counts = texts_from_all_processes([str(r.new_tokens) if r.stop_reason else "" for r in out])  # "" where not ours
+    return [GenerateResult(t, why, int(n or 0)) for t, why, n in zip(texts, reasons, counts)]
 
 
 def finished(tok, ids: list[int], stops, max_chars: int | None) -> GenerateResult:

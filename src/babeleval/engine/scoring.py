@@ -23,10 +23,9 @@ import numpy as np
 from ..models import build_module
 from ..runlog import warn_once
 from .buckets import CompileCounter, batch_size_for, length_bucket, padded_rows
-from .compile_cache import default_compilation_cache
 from ..placement.devices import data_shards, per_device, shard_batch, split_for_process, sum_over_processes, using
 from .head import HEAD_CHUNK, score_positions
-from ..placement.sharding import kv_bytes_per_token, place_model
+from .placed import PlacedEngine
 from .radix import LineArrays, Row, radix_rows
 from .prefix import attention_inputs, computed_prefixes, prefix_groups, prefix_slots
 from ..requests import Loglikelihood, LoglikelihoodResult
@@ -142,20 +141,14 @@ def _split_tail(batch: list, devices: int) -> list[list]:
     return parts
 
 
-class Scorer:
+class Scorer(PlacedEngine):
     def __init__(self, model, max_length: int | None = None, token_budget: int = 4096, batch_size: int | None = None,
                  share_prefixes: bool = True, mesh=None):
         """max_length: the model's own limit by default (as lm-eval's HF backend); share_prefixes:
         compute long prefixes that many contexts share once (engine/prefix.py); mesh: 'auto',
         'data=D,model=M' or (D, M) (placement/devices.py, placement/sharding.py)."""
-        self.model = model
+        super().__init__(model, max_length, token_budget, batch_size, mesh, cache_tokens=token_budget)
         self.share_prefixes = share_prefixes
-        self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
-        self.token_budget = token_budget
-        self.batch_size = batch_size
-        default_compilation_cache()
-        kv_bytes = kv_bytes_per_token(model.config, model.dtype) * token_budget
-        self.mesh, self.params, self.placement = place_model(model, mesh, kv_bytes)
         self.stats = ScoringStats()
 
     def loglikelihood(self, requests: list[Loglikelihood], progress=None) -> list[LoglikelihoodResult]:

@@ -19,13 +19,10 @@ import numpy as np
 
 from ..models import EncoderDecoder, build_module
 from ..models.seq2seq import empty_cache
-from ..placement.devices import data_shards, per_device, shard_batch, split_for_process, texts_from_all_processes, using
-from ..placement.sharding import kv_bytes_per_token, place_model
-from ..requests import Generate, GenerateResult
+from ..placement.devices import data_shards, per_device, shard_batch
 from ..runlog import warn_once
 from .buckets import batch_size_for, length_bucket, next_pow2, padded_rows
-from .compile_cache import default_compilation_cache
-from .generate import GenerationStats, finished, stop_token_ids
+from .generate import GenerationStats, Generating, padded_stop_ids
 
 
 def _generate_on_device(params, stop_ids, tokens, valid, limits, config, dtype, slots):
@@ -68,18 +65,12 @@ def generate_seq2seq(params, stop_ids, tokens, valid, limits, config, dtype=jnp.
     return per_device(local, replicated=2)(params, stop_ids, tokens, valid, limits)
 
 
-class Seq2SeqGenerator:
+class Seq2SeqGenerator(Generating):
     def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
                  mesh=None, **unused):
         """max_length: the longest prompt the encoder reads, the model's own limit by default;
         token_budget: prompt + new-token slots per batch."""
-        self.model = model
-        self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
-        self.token_budget = token_budget
-        self.batch_size = batch_size
-        default_compilation_cache()
-        kv_bytes = kv_bytes_per_token(model.config, model.dtype) * token_budget
-        self.mesh, self.params, self.placement = place_model(model, mesh, kv_bytes)
+        super().__init__(model, max_length, token_budget, batch_size, mesh, cache_tokens=token_budget)
         self.stats = GenerationStats()
 
     def prompt_room(self, max_new: int) -> int:
@@ -97,43 +88,20 @@ class Seq2SeqGenerator:
     def new_token_limit(self, prompt: list[int], max_new: int) -> int:
         return max_new
 
-    def generate(self, requests: list[Generate], progress=None) -> list[str]:
-        return [r.text for r in self.generate_results(requests, progress)]
-
-    def generate_results(self, requests: list[Generate], progress=None) -> list[GenerateResult]:
-        """Greedy continuations with why each stopped, in request order; across jax.distributed
-        processes each answers its share, and all get all."""
-        with using(self.mesh):
-            return self._generate_results(requests, progress)
-
-    def _generate_results(self, requests: list[Generate], progress=None) -> list[GenerateResult]:
-        start = time.time()
-        out = [GenerateResult("", "", 0)] * len(requests)
-        groups: dict[tuple, list[int]] = {}
-        for i in split_for_process(len(requests)):
-            groups.setdefault(requests[i].stop, []).append(i)
-        for stops, members in groups.items():
-            self._generate_group(requests, members, stops, out, progress)
-        self.stats.requests += len(requests)
-        self.stats.seconds += time.time() - start
-        texts = texts_from_all_processes([r.text for r in out])
-        reasons = texts_from_all_processes([r.stop_reason for r in out])
-        counts = texts_from_all_processes([str(r.new_tokens) if r.stop_reason else "" for r in out])
-        return [GenerateResult(t, why, int(n or 0)) for t, why, n in zip(texts, reasons, counts)]
-
-    def _generate_group(self, requests, members, stops, out, progress) -> None:
-        """One stop set's requests, longest prompt first, in batches of one prompt bucket and the
-        token budget's rows; each batch's cache holds its largest limit (a power of two)."""
-        prompts = {i: self.prompt_tokens(requests[i].context, requests[i].max_new_tokens) for i in members}
-        limits = {i: self.new_token_limit(prompts[i], requests[i].max_new_tokens) for i in members}
-        stop_ids = np.asarray(stop_token_ids(self.model.tokenizer, tuple(stops)) or (-1,), np.int32)
-        stop_ids = np.pad(stop_ids, (0, next_pow2(len(stop_ids)) - len(stop_ids)), constant_values=-1)
+    def _generate_group(self, requests, members, stops, max_new, out, progress) -> None:
+        """One (stop strings, max_new_tokens) group, longest prompt first, in batches of one prompt
+        bucket and the token budget's rows; each row stops at its own limit (new_token_limit), and a
+        batch's cache holds its largest (rounded up to a power of two)."""
+        prompts = {i: self.prompt_tokens(requests[i].context, max_new) for i in members}
+        limits = {i: self.new_token_limit(prompts[i], max_new) for i in members}
+        stop_ids = padded_stop_ids(self.model.tokenizer, stops)
         order = sorted(members, key=lambda i: (-len(prompts[i]), -limits[i]))
         while order:
             length = length_bucket(len(prompts[order[0]]), 8)
-            slots = next_pow2(max(limits[i] for i in order), 8)
-            size = self.batch_size or batch_size_for(length + slots, self.token_budget, data_shards())
+            size = self.batch_size or batch_size_for(length + next_pow2(limits[order[0]], 8), self.token_budget,
+                                                     data_shards())
             batch, order = order[:size], order[size:]
+            slots = next_pow2(max(limits[i] for i in batch), 8)
             new = self._run([prompts[i] for i in batch], [limits[i] for i in batch], length, slots, stop_ids)
             for i, ids in zip(batch, new):
                 out[i] = self._result(ids[:limits[i]], stops, requests[i].max_new_chars)
@@ -155,8 +123,3 @@ class Seq2SeqGenerator:
         self.stats.decode_seconds += time.perf_counter() - begin
         self.stats.decode_row_steps += rows * int((new >= 0).sum(axis=1).max(initial=0))
         return new
-
-    def _result(self, ids, stops, max_chars: int | None) -> GenerateResult:
-        result = finished(self.model.tokenizer, list(ids), stops, max_chars)
-        self.stats.new_tokens += result.new_tokens
-        return result

@@ -24,12 +24,11 @@ import numpy as np
 
 from ..models import EncoderDecoder, build_module
 from ..placement.devices import data_shards, per_device, shard_batch, split_for_process, sum_over_processes, using
-from ..placement.sharding import kv_bytes_per_token, place_model
 from ..requests import Loglikelihood, LoglikelihoodResult
 from ..runlog import warn_once
 from .buckets import batch_size_for, length_bucket, padded_rows
-from .compile_cache import default_compilation_cache
 from .head import score_positions
+from .placed import PlacedEngine
 from .radix import LineArrays, Row, radix_rows
 from .scoring import ScoringStats, add_entries, fill_lines, head_entries, tree_mask, unique_pairs
 from .tokenize import seq2seq_pairs
@@ -87,18 +86,12 @@ def score_seq2seq_lines(params, enc_tokens, enc_positions, enc_segments, tokens,
                              targets, count)
 
 
-class Seq2SeqScorer:
+class Seq2SeqScorer(PlacedEngine):
     def __init__(self, model, max_length: int | None = None, token_budget: int = 4096, batch_size: int | None = None,
                  mesh=None, **unused):
         """max_length: the longest context the encoder reads (and continuation the decoder
         scores), the model's own limit by default, as lm-eval's HF backend."""
-        self.model = model
-        self.max_length = min(max_length or model.config.max_positions, model.config.max_positions)
-        self.token_budget = token_budget
-        self.batch_size = batch_size
-        default_compilation_cache()
-        kv_bytes = kv_bytes_per_token(model.config, model.dtype) * token_budget
-        self.mesh, self.params, self.placement = place_model(model, mesh, kv_bytes)
+        super().__init__(model, max_length, token_budget, batch_size, mesh, cache_tokens=token_budget)
         self.stats = ScoringStats()
 
     def loglikelihood(self, requests: list[Loglikelihood], progress=None) -> list[LoglikelihoodResult]:

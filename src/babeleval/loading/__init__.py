@@ -18,7 +18,7 @@ from ..models.config import ModelConfig, load_config
 from .checkpoint import CONFIG, is_checkpoint, restore_params, save_checkpoint
 from .gguf_file import gguf_tokenizer, read_gguf
 from .hf_config import config_from_hf
-from .hf_folder import download, hf_tokenizer, read_json, safetensors_items, tensor_names
+from .hf_folder import download, hf_tokenizer, read_json, weight_items, tensor_names
 from .names import to_param_tree
 from .tokenizer import HFTokenizer, Special, Tokenizer
 
@@ -122,7 +122,7 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
         config = config_from_hf(raw, str(path / "config.json"))
         if config.kind == "seq2seq" and config.arch != "m2m_100":  # T5's config says tied whatever the file holds
             config = dataclasses.replace(config, tie_embeddings="lm_head.weight" not in tensor_names(path))
-        tensors = safetensors_items(path)
+        tensors = weight_items(path)
         tokenizer = hf_tokenizer(path, raw, add_bos=config.arch.startswith("gemma"))
     else:
         raise BabelevalError(f"{path}: expected a .gguf file, an HF model folder or a babeleval checkpoint")

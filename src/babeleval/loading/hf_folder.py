@@ -30,33 +30,59 @@ def _safetensors_files(folder: Path) -> list[Path]:
     found = sorted(folder.glob("*.safetensors"))
     if found:
         return found
-    raise BabelevalError(f"{folder}: no model.safetensors or model.safetensors.index.json (only safetensors weights are read)")
+    return []
+
+
+def _torch_files(folder: Path) -> list[Path]:
+    """pytorch_model.bin or its shards: many mT5, mT0 and NLLB repositories hold nothing else."""
+    index = folder / "pytorch_model.bin.index.json"
+    if index.exists():
+        return [folder / name for name in sorted(set(read_json(index)["weight_map"].values()))]
+    return [folder / "pytorch_model.bin"] if (folder / "pytorch_model.bin").exists() else []
+
+
+def _weight_files(folder: Path) -> tuple[list[Path], str]:
+    """(files, "safetensors" | "torch"): safetensors where the folder has them."""
+    files = _safetensors_files(folder)
+    if files:
+        return files, "safetensors"
+    files = _torch_files(folder)
+    if files:
+        return files, "torch"
+    raise BabelevalError(f"{folder}: no model.safetensors (or index) and no pytorch_model.bin (or index)")
 
 
 def tensor_names(folder: Path) -> set[str]:
     """The names of a folder's tensors, from the index or the files' headers (no tensor is read)."""
     from safetensors import safe_open
 
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        return set(read_json(index)["weight_map"])
+    for index in (folder / "model.safetensors.index.json", folder / "pytorch_model.bin.index.json"):
+        if index.exists():
+            return set(read_json(index)["weight_map"])
+    files, kind = _weight_files(folder)
+    if kind == "torch":
+        return {name for name, _ in _torch_items(files)}
     names = set()
-    for file in _safetensors_files(folder):
+    for file in files:
         with safe_open(str(file), framework="numpy") as handle:
             names.update(handle.keys())
     return names
 
 
 def read_safetensors(folder: Path) -> dict[str, np.ndarray]:
-    return {key: np.asarray(array, np.float32) for key, array in safetensors_items(folder)}
+    return {key: np.asarray(array, np.float32) for key, array in weight_items(folder)}
 
 
-def safetensors_items(folder: Path):
+def weight_items(folder: Path):
     """(name, array in the file's dtype) for every tensor, read one at a time (a loader places
     each on its devices before the next is read: never the whole model on the host)."""
     from safetensors import safe_open
 
-    for file in _safetensors_files(folder):
+    files, kind = _weight_files(folder)
+    if kind == "torch":
+        yield from _torch_items(files)
+        return
+    for file in files:
         try:
             with safe_open(str(file), framework="numpy") as handle:
                 for key in handle.keys():
@@ -65,6 +91,24 @@ def safetensors_items(folder: Path):
             raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
         except Exception as exc:  # safetensors raises its own SafetensorError on corrupt headers
             raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
+
+
+def _torch_items(files: list[Path]):
+    """(name, float32 or native numpy array) from torch pickles, read with weights_only (no code
+    runs) and memory-mapped; needs torch."""
+    try:
+        import torch
+    except ImportError:
+        raise BabelevalError(f"{files[0]}: reading pytorch_model.bin needs torch (pip install torch), or convert "
+                             "the folder to safetensors") from None
+    for file in files:
+        try:
+            state = torch.load(str(file), map_location="cpu", weights_only=True, mmap=True)
+        except Exception as exc:  # unpickling errors, truncated files
+            raise BabelevalError(f"{file}: unreadable torch weights ({exc})") from None
+        for name, tensor in state.items():
+            tensor = tensor.float() if tensor.dtype == torch.bfloat16 else tensor
+            yield name, tensor.numpy()
 
 
 def hf_tokenizer(folder: Path, raw_config: dict, add_bos: bool) -> HFTokenizer:
@@ -105,10 +149,23 @@ def _converted_sentencepiece(folder: Path):
 
 
 def download(repo_id: str) -> Path:
-    """Fetch a hub model (config, safetensors, tokenizer files only) into the HF cache."""
+    """Fetch a hub model (config, weights, tokenizer files only) into the HF cache: safetensors
+    where the repository has them, else pytorch_model.bin (never both)."""
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", *SENTENCEPIECE_FILES]))
+        return Path(snapshot_download(repo_id, allow_patterns=["*.json", _weights_pattern(repo_id), *SENTENCEPIECE_FILES]))
     except Exception as exc:  # network, auth and missing-repo errors all end here
         raise BabelevalError(f"{repo_id}: could not download from the Hugging Face hub ({exc})") from None
+
+
+def _weights_pattern(repo_id: str) -> str:
+    """The repository's safetensors, or its torch pickles where it has no safetensors (offline:
+    the cached snapshot is used whatever it holds)."""
+    from huggingface_hub import list_repo_files
+
+    try:
+        files = list_repo_files(repo_id)
+    except Exception:  # offline, or no such repository: snapshot_download says which
+        return "*.safetensors"
+    return "*.safetensors" if any(f.endswith(".safetensors") for f in files) else "pytorch_model*"
