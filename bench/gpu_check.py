@@ -131,19 +131,10 @@ def timed(make, call):
     return engine, time.perf_counter() - start
 
 
-def engines(model):
-    """(scorer, generator) classes for the model: the encoder-decoder's own for mT5."""
-    from babeleval.engine.generate import Generator
-    from babeleval.engine.scoring import Scorer
-    from babeleval.engine.seq2seq_generate import Seq2SeqGenerator
-    from babeleval.engine.seq2seq_scoring import Seq2SeqScorer
-
-    return (Seq2SeqScorer, Seq2SeqGenerator) if model.config.kind == "seq2seq" else (Scorer, Generator)
-
-
 def scoring(model, requests, peak: float) -> dict:
-    scorer = engines(model)[0]
-    engine, seconds = timed(lambda: scorer(model), lambda e: e.loglikelihood(requests))
+    from babeleval.engines import scorer_for
+
+    engine, seconds = timed(lambda: scorer_for(model), lambda e: e.loglikelihood(requests))
     s = engine.stats
     tokens = s.tokens_computed / seconds
     return {"requests": len(requests), "seconds": round(seconds, 3), "tokens_per_s": round(tokens),
@@ -152,8 +143,9 @@ def scoring(model, requests, peak: float) -> dict:
 
 
 def generation(model, prompts) -> dict:
-    generator = engines(model)[1]
-    engine, seconds = timed(lambda: generator(model), lambda e: e.generate(prompts))
+    from babeleval.engines import generator_for
+
+    engine, seconds = timed(lambda: generator_for(model), lambda e: e.generate(prompts))
     return {"prompts": len(prompts), "seconds": round(seconds, 3), "prompts_per_s": len(prompts) / seconds,
             "new_tokens_per_s": engine.stats.new_tokens / seconds}
 
@@ -161,7 +153,9 @@ def generation(model, prompts) -> dict:
 def logprobs(model, requests):
     import numpy as np
 
-    return np.asarray([r.logprob for r in engines(model)[0](model).loglikelihood(requests)])
+    from babeleval.engines import scorer_for
+
+    return np.asarray([r.logprob for r in scorer_for(model).loglikelihood(requests)])
 
 
 def bf16_vs_fp32(cfg, tok, requests) -> dict:

@@ -297,7 +297,9 @@ def info(model_spec):
     click.echo(json.dumps({"source": model.source, "arch": cfg.arch, "kind": cfg.kind, "params": model.num_params,
                            "dtype": np.dtype(model.dtype).name, "vocab_size": cfg.vocab_size, "layers": cfg.num_layers,
                            "hidden_size": cfg.hidden_size, "max_length": cfg.max_positions,
-                           "tokenizer": model.tokenizer.kind}, indent=1))
+                           "tokenizer": model.tokenizer.kind,
+                           **({"encoder_layers": cfg.encoder_layers, "params_by_part": model.params_by_part}
+                              if cfg.kind == "seq2seq" else {})}, indent=1))
 
 
 @cli.command()

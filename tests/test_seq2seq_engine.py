@@ -152,3 +152,24 @@ def test_a_hub_layout_folder_loads(mt5, tmp_path):
     assert np.array_equal(hub.params["lm_head"]["kernel"], model.params["lm_head"]["kernel"])
     text = ["Kila mtu ana haki ya kuishi.", "Paka amelala juu ya meza"]
     assert hub.tokenizer.encode_batch(text, special_tokens=True) == model.tokenizer.encode_batch(text, special_tokens=True)
+
+
+def test_babeleval_run_answers_every_task_kind(mt5, shared_data, tmp_path):
+    """`babeleval run`'s evaluate on an mT5 folder: multiple choice (XCOPA), generation (SIB-200
+    translation) and bitext retrieval (Tatoeba) in one run; results.json names the encoder-decoder
+    and its parts, and the engine counts one encoder pass per XCOPA question."""
+    import json
+
+    from babeleval.evaluate import evaluate
+
+    folder, _, model = mt5
+    evaluate(model, ["xcopa:sw", "sib200-translate:swh_Latn", "tatoeba:swh"], tmp_path, data=shared_data, limit=3,
+             progress=False)
+    summary = json.loads((tmp_path / "results.json").read_text())
+    assert summary["model"]["kind"] == "seq2seq" and summary["model"]["arch"] == "mt5"
+    assert set(summary["model"]["params_by_part"]) == {"embed", "encoder", "decoder", "lm_head"}
+    assert sum(summary["model"]["params_by_part"].values()) == summary["model"]["params"]
+    engine = summary["engine"]
+    assert engine["scoring"]["requests"] == 6 and engine["scoring"]["contexts_encoded"] == 3
+    assert engine["generation"]["requests"] == 6 and engine["embedding"]["computed"] > 0
+    assert set(summary["tasks"]) == {"xcopa", "sib200-translate", "tatoeba"}

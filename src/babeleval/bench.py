@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .errors import BabelevalError
-from .engines import Engines
+from .engines import Engines, scorer_for
 from .requests import Generate, Loglikelihood
 
 
@@ -52,7 +52,6 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
     """model: a LoadedModel; mesh: 'auto', 'data=D,model=M' or (D, M). Returns the measurements
     (see the module docstring); devices records the mesh and the weights per device."""
     from .placement.devices import describe
-    from .engine.scoring import Scorer
     from .evaluate import prepare_task
     from .tasks.files import find_tasks
 
@@ -73,7 +72,7 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
     out = {"model": model.source, "params": model.num_params, "devices": {**describe(), **placement}, "documents": sum(len(u.items) for u in units),
            "peak_flops": peak, "peak_measured_by": "a jitted 2048^3 matmul per device at once, model dtype, best of 5"}
     if scoring:
-        make = lambda: Scorer(model, batch_size=batch_size, mesh=mesh)  # noqa: E731
+        make = lambda: scorer_for(model, batch_size=batch_size, mesh=mesh)  # noqa: E731
         _, cold = _timed(make, lambda e: e.loglikelihood(scoring))
         engine, warm = _timed(make, lambda e: e.loglikelihood(scoring))
         s = engine.stats

