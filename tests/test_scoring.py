@@ -142,3 +142,16 @@ def test_identical_requests_are_computed_once(xcopa_unit, xcopa_sw):
     assert [r.logprob for r in results[n:n + 4]] == [r.logprob for r in alone[:4]]
     assert [r.logprob for r in results[n + 4:]] == [r.logprob for r in alone[n:]] * 2
     assert scorer.stats.requests == len(repeated) and scorer.stats.duplicates == 4 + len(unconditional)
+
+
+def test_lines_are_dealt_to_devices_by_scored_positions():
+    """A batch's lines go to the device with the fewest scored positions so far (each device
+    loops over its own head chunks): nine lines in 2 x 8 rows split 441 / 400, not 800 / 41."""
+    from babeleval.engine.scoring import arrange
+
+    scored = [100] * 8 + [41]
+    rows = arrange(scored, devices=2, rows_per_device=8)
+    assert sorted(rows) == sorted(set(rows)) and all(0 <= r < 16 for r in rows)
+    load = [sum(s for s, r in zip(scored, rows) if r // 8 == d) for d in range(2)]
+    assert sorted(load) == [400, 441]
+    assert arrange([5, 9, 7], devices=1, rows_per_device=4) == [2, 0, 1]  # one device: most first

@@ -228,10 +228,11 @@ class Scorer(PlacedEngine):
         positions = np.zeros((rows, length), np.int32)
         ends = np.zeros((rows, length), np.int32)
         lines = [LineArrays.of(line) for line in batch]
-        for b, arrays in enumerate(lines):
+        rows_of = arrange([len(a.pred) for a in lines], devices, rows_per_device)
+        for b, arrays in zip(rows_of, lines):
             n = len(arrays.tokens)
             tokens[b, :n], positions[b, :n], ends[b, :n] = arrays.tokens, arrays.positions, arrays.ends
-        where, targets, count, entries = head_entries(lines, length, devices, rows_per_device)
+        where, targets, count, entries = head_entries(lines, rows_of, length, devices, rows_per_device)
         self.stats.lines += len(batch)
         self.stats.questions += sum(map(len, batch))
         self.stats.tokens_computed += sum(r.length for line in batch for r in line)
@@ -247,14 +248,28 @@ class Scorer(PlacedEngine):
         add_entries(token_logp, greedy, entries, logprob, not_greedy)
 
 
-def head_entries(lines: list[LineArrays], length: int, devices: int, rows_per_device: int):
-    """What the head reads for a batch of lines: per device, the scored positions in its
+def arrange(scored: list[int], devices: int, rows_per_device: int) -> list[int]:
+    """The batch row of each line: lines dealt to the devices, most scored positions first, each
+    to the device with the fewest so far that has a row free. Every device loops over its own
+    head chunks and the slowest sets the batch's time: a last batch of 9 XCOPA lines in 2 x 8 rows
+    ran 977 scored positions on one device and 41 on the other, 8 chunks against 1."""
+    load, free, rows = [0] * devices, [rows_per_device] * devices, [0] * len(scored)
+    for i in sorted(range(len(scored)), key=lambda i: -scored[i]):
+        d = min((d for d in range(devices) if free[d]), key=lambda d: load[d])
+        rows[i] = (d + 1) * rows_per_device - free[d]
+        free[d] -= 1
+        load[d] += scored[i]
+    return rows
+
+
+def head_entries(lines: list[LineArrays], rows_of: list[int], length: int, devices: int, rows_per_device: int):
+    """What the head reads for a batch of lines (line k in batch row rows_of[k]): per device, the scored positions in its
     flattened lines and their targets ([devices, capacity]), how many are real, and (entry,
     owner) lists that add each entry to its request (add_entries). The head takes HEAD_CHUNK
     positions at a time; a branching token predicts one target per branch, so a line may score
     more positions than it has tokens (then twice the room)."""
     count = np.zeros(devices, np.int32)
-    for b, arrays in enumerate(lines):
+    for b, arrays in zip(rows_of, lines):
         count[b // rows_per_device] += len(arrays.pred)
     capacity = -(-rows_per_device * length // HEAD_CHUNK) * HEAD_CHUNK
     while capacity < count.max():
@@ -263,7 +278,7 @@ def head_entries(lines: list[LineArrays], length: int, devices: int, rows_per_de
     targets = np.zeros((devices, capacity), np.int32)
     entry_of, owner_of = [[] for _ in range(devices)], [[] for _ in range(devices)]
     filled = np.zeros(devices, np.int32)
-    for b, arrays in enumerate(lines):
+    for b, arrays in zip(rows_of, lines):
         d, local = divmod(b, rows_per_device)
         k, m = filled[d], len(arrays.pred)
         where[d, k: k + m] = np.asarray(arrays.pred) + local * length  # position in the device's flattened lines

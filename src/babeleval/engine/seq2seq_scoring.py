@@ -30,7 +30,7 @@ from .buckets import batch_size_for, length_bucket, padded_rows
 from .head import score_positions
 from .placed import PlacedEngine
 from .radix import LineArrays, Row, radix_rows
-from .scoring import ScoringStats, add_entries, fill_lines, head_entries, tree_mask, unique_pairs
+from .scoring import ScoringStats, add_entries, arrange, fill_lines, head_entries, tree_mask, unique_pairs
 from .tokenize import seq2seq_pairs
 
 
@@ -151,21 +151,27 @@ class Seq2SeqScorer(PlacedEngine):
         enc = np.zeros((3, rows, enc_length), np.int32)  # tokens, positions, question (-1: padding)
         dec = np.zeros((4, rows, dec_length), np.int32)  # tokens, positions, subtree ends, question
         enc[2], dec[3] = -1, -1
-        lines = []
-        for b, line in enumerate(batch):
-            arrays, at = LineArrays(), 0
-            for q, question in enumerate(line):
-                n = len(question.context)
-                enc[0, b, at: at + n], enc[1, b, at: at + n], enc[2, b, at: at + n] = question.context, np.arange(n), q
-                at += n
+        lines, spans = [], []  # per line: its decoder arrays, and each question's span of them
+        for line in batch:
+            arrays, span = LineArrays(), []
+            for question in line:
                 before = len(arrays.tokens)
                 for row in question.rows:
                     arrays.add_row(row)
-                dec[3, b, before: len(arrays.tokens)] = q
+                span.append((before, len(arrays.tokens)))
+            lines.append(arrays)
+            spans.append(span)
+        rows_of = arrange([len(a.pred) for a in lines], devices, rows // devices)
+        for b, line, arrays, span in zip(rows_of, batch, lines, spans):
+            at = 0
+            for q, (question, (start, end)) in enumerate(zip(line, span)):
+                n = len(question.context)
+                enc[0, b, at: at + n], enc[1, b, at: at + n], enc[2, b, at: at + n] = question.context, np.arange(n), q
+                dec[3, b, start: end] = q
+                at += n
             n = len(arrays.tokens)
             dec[0, b, :n], dec[1, b, :n], dec[2, b, :n] = arrays.tokens, arrays.positions, arrays.ends
-            lines.append(arrays)
-        where, targets, count, entries = head_entries(lines, dec_length, devices, rows // devices)
+        where, targets, count, entries = head_entries(lines, rows_of, dec_length, devices, rows // devices)
         self.stats.lines += len(batch)
         self.stats.questions += sum(map(len, batch))
         self.stats.contexts_encoded += sum(map(len, batch))
