@@ -24,23 +24,12 @@ from .errors import BabelevalError
 from .runlog import RunLog
 from .results import SCHEMA_VERSION, cannot_write, summarise, write_json_atomic
 from .tasks.bad_rows import report_bad_rows
-from .tasks.bitext import Bitext
 from .tasks.chat_prompts import chat_summary, resolve_chat
 from .tasks.config import TaskConfig, Variant
 from .tasks.documents import load_documents, load_pool, load_shots
 from .tasks.files import find_tasks
-from .tasks.generation import Generation
-from .tasks.knn import NearestNeighbourClassification
-from .tasks.multiple_choice import MultipleChoice, MultipleChoiceByGeneration
+from .tasks.kinds import kind_for
 
-KINDS = {"multiple_choice": MultipleChoice, "generation": Generation, "bitext": Bitext,
-         "knn": NearestNeighbourClassification}
-
-
-def kind_for(variant: Variant):
-    if variant.kind == "multiple_choice" and variant.scoring == "generate":
-        return MultipleChoiceByGeneration(variant)
-    return KINDS[variant.kind](variant)
 CHUNK = 256  # documents between two appends to the samples file
 
 
