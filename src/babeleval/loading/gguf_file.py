@@ -3,7 +3,8 @@ a state dict under HF names (dequantised to float32), and a `tokenizers` tokeniz
 
 Tensors go through the gguf package's numpy dequantisers (Q4_0/1, Q5_0/1, Q8_0,
 K-quants, F16/BF16/F32); names and two llama.cpp conventions are undone here:
-Q/K rows permuted for interleaved RoPE (llama arch) and Gemma norms stored as 1 + w.
+Q/K rows permuted for interleaved RoPE (llama arch) and Gemma norms stored as 1 + w; a mixture
+of experts' stacked expert tensors keep their stacking (loading/names.py splits nothing).
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import numpy as np
 from ..errors import BabelevalError
 
 ARCHS = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
-         "gemma2": "gemma2", "gemma3": "gemma3_text"}
+         "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
+# llama.cpp's MoE graphs renormalise the top-k router weights for Qwen3-MoE, not for Qwen2-MoE
+NORM_TOPK = {"qwen3moe": True, "qwen2moe": False}
 NAMES = [
     (r"token_embd", "model.embed_tokens"),
     (r"output_norm", "model.norm"),
@@ -32,6 +35,11 @@ NAMES = [
     (r"blk\.(\d+)\.attn_norm", r"model.layers.\1.input_layernorm"),
     (r"blk\.(\d+)\.post_attention_norm", r"model.layers.\1.post_attention_layernorm"),
     (r"blk\.(\d+)\.post_ffw_norm", r"model.layers.\1.post_feedforward_layernorm"),
+    # mixtures of experts: the router, the experts stacked [experts, out, in], Qwen2-MoE's shared expert
+    (r"blk\.(\d+)\.ffn_gate_inp", r"model.layers.\1.mlp.gate"),
+    (r"blk\.(\d+)\.ffn_(gate|up|down)_exps", r"model.layers.\1.mlp.experts.\2_proj"),
+    (r"blk\.(\d+)\.ffn_gate_inp_shexp", r"model.layers.\1.mlp.shared_expert_gate"),
+    (r"blk\.(\d+)\.ffn_(gate|up|down)_shexp", r"model.layers.\1.mlp.shared_expert.\2_proj"),
 ]
 SANDWICH = ("gemma2", "gemma3")  # their ffn_norm is the pre-feedforward norm
 
@@ -85,6 +93,10 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
         "final_logit_softcapping": get("final_logit_softcapping"),
         "tie_word_embeddings": "output.weight" not in tensor_names,
     }
+    if arch in NORM_TOPK:  # every layer a mixture of experts
+        raw.update(num_experts=get("expert_count"), num_experts_per_tok=get("expert_used_count"),
+                   moe_intermediate_size=get("expert_feed_forward_length"), norm_topk_prob=NORM_TOPK[arch],
+                   shared_expert_intermediate_size=get("expert_shared_feed_forward_length", 0), mlp_only_layers=[])
     if arch in ("gemma2", "gemma3"):
         window = get("attention.sliding_window")
         period = 2 if arch == "gemma2" else 6  # llama.cpp's fixed layer patterns
@@ -130,6 +142,8 @@ def gguf_items(reader, meta: dict, raw: dict):
             array = _unpermute(array, heads)
         if arch.startswith("gemma") and "norm" in name:
             array = array - 1.0
+        if name.endswith("shared_expert_gate.weight"):
+            array = array.reshape(1, -1)  # a [hidden] vector in the file, a [1, hidden] Linear in HF's
         yield name, array
 
 

@@ -45,6 +45,7 @@ EXPERT_RULES = [
     (LAYER + r"block_sparse_moe\.experts\.(\d+)\.w3", r"layers_\1/mlp/experts_up#\2", "expert"),
     (LAYER + r"block_sparse_moe\.experts\.(\d+)\.w2", r"layers_\1/mlp/experts_down#\2", "expert"),
     (LAYER + r"mlp\.experts\.(\d+)\.(gate|up|down)_proj", r"layers_\1/mlp/experts_\3#\2", "expert"),
+    (LAYER + r"mlp\.experts\.(gate|up|down)_proj", r"layers_\1/mlp/experts_\2", "experts"),  # stacked (GGUF)
     (LAYER + r"mlp\.shared_expert\.(gate|up|down)_proj", r"layers_\1/mlp/shared/\2", "linear"),
     (LAYER + r"mlp\.shared_expert_gate", r"layers_\1/mlp/shared_gate", "linear"),
 ]
@@ -184,6 +185,8 @@ def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str
         return {f"{path}/{'scale' if leaf == 'weight' else 'bias'}": array}
     if kind == "expert":  # torch Linear [out, in] -> one expert's [in, out]
         return {path: array.T}
+    if kind == "experts":  # every expert's [out, in] stacked -> [experts, in, out]
+        return {path: array.transpose(0, 2, 1)}
     if kind in ("linear", "conv1d"):
         if leaf == "bias":
             return {f"{path}/bias": array}
