@@ -4,13 +4,16 @@ tokenizer fields of SmolLM2's packaged GGUF (a real BPE tokenizer): the GGUF loa
 tests read it and compare with transformers' model of the folder."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 
-ARCHS = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}  # config.json model_type -> GGUF architecture
+# config.json model_type -> (GGUF architecture, gguf-py's MODEL_ARCH member)
+ARCHS = {"qwen2_moe": ("qwen2moe", "QWEN2MOE"), "qwen3_moe": ("qwen3moe", "QWEN3MOE"),
+         "cohere": ("command-r", "COMMAND_R"), "cohere2": ("cohere2", "COHERE2")}
 TOKENIZER_KEYS = ("model", "pre", "tokens", "token_type", "merges", "bos_token_id", "eos_token_id",
                   "unknown_token_id", "padding_token_id", "add_bos_token")
 
@@ -28,15 +31,25 @@ def stacked(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def tokenizer_fields() -> dict:
+    """{key: (value, GGUF type, is an array)} of SmolLM2's GGUF tokenizer, read once."""
+    import gguf
+
+    from babeleval.loading import resolve
+
+    fields = gguf.GGUFReader(str(resolve("smollm2-135m"))).fields
+    return {key: (fields[f"tokenizer.ggml.{key}"].contents(), fields[f"tokenizer.ggml.{key}"].types[-1],
+                  fields[f"tokenizer.ggml.{key}"].types[0] == gguf.GGUFValueType.ARRAY) for key in TOKENIZER_KEYS}
+
+
 def write_gguf(folder: Path, path: Path) -> Path:
     import gguf
     from safetensors.numpy import load_file
 
-    from babeleval.loading import resolve
-
     cfg = json.loads((folder / "config.json").read_text())
-    arch = ARCHS[cfg["model_type"]]
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], cfg["num_hidden_layers"])
+    arch, member = ARCHS[cfg["model_type"]]
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[member], cfg["num_hidden_layers"])
     writer = gguf.GGUFWriter(str(path), arch)
     writer.add_block_count(cfg["num_hidden_layers"])
     writer.add_context_length(cfg["max_position_embeddings"])
@@ -46,17 +59,22 @@ def write_gguf(folder: Path, path: Path) -> Path:
     writer.add_head_count_kv(cfg["num_key_value_heads"])
     writer.add_key_length(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
     writer.add_rope_freq_base(cfg.get("rope_parameters", {}).get("rope_theta", cfg.get("rope_theta", 10000.0)))
-    writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    writer.add_expert_count(cfg.get("num_experts") or cfg["num_local_experts"])
-    writer.add_expert_used_count(cfg["num_experts_per_tok"])
-    writer.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+    if "rms_norm_eps" in cfg:
+        writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    else:  # Cohere's LayerNorm
+        writer.add_layer_norm_eps(cfg["layer_norm_eps"])
+    if cfg.get("logit_scale") is not None:
+        writer.add_logit_scale(cfg["logit_scale"])
+    if cfg.get("sliding_window"):
+        writer.add_sliding_window(cfg["sliding_window"])
+    if "num_experts_per_tok" in cfg:
+        writer.add_expert_count(cfg.get("num_experts") or cfg["num_local_experts"])
+        writer.add_expert_used_count(cfg["num_experts_per_tok"])
+        writer.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
     if cfg.get("shared_expert_intermediate_size"):
         writer.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
-    source = gguf.GGUFReader(str(resolve("smollm2-135m")))
-    for key in TOKENIZER_KEYS:
-        field = source.fields[f"tokenizer.ggml.{key}"]
-        value, kind = field.contents(), field.types[-1]
-        if field.types[0] == gguf.GGUFValueType.ARRAY:
+    for key, (value, kind, array) in tokenizer_fields().items():
+        if array:
             writer.add_array(f"tokenizer.ggml.{key}", value)
         else:
             writer.add_key_value(f"tokenizer.ggml.{key}", value, kind)

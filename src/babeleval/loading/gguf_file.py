@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import BabelevalError
 
 ARCHS = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
-         "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
+         "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
+         "command-r": "cohere", "cohere2": "cohere2"}
 # llama.cpp's MoE graphs renormalise the top-k router weights for Qwen3-MoE, not for Qwen2-MoE
 NORM_TOPK = {"qwen3moe": True, "qwen2moe": False}
 NAMES = [
@@ -93,6 +94,13 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
         "final_logit_softcapping": get("final_logit_softcapping"),
         "tie_word_embeddings": "output.weight" not in tensor_names,
     }
+    if get("attention.layer_norm_epsilon") is not None:  # a LayerNorm family (Cohere)
+        raw.pop("rms_norm_eps")
+        raw["layer_norm_eps"] = get("attention.layer_norm_epsilon")
+    if arch in ("command-r", "cohere2"):  # Aya 23, Command R/R+; Aya Expanse, Command R7B
+        raw.update(logit_scale=get("logit_scale", 1.0), use_qk_norm="blk.0.attn_q_norm.weight" in tensor_names)
+    if arch == "cohere2":  # llama.cpp's fixed pattern: every 4th layer global, the rest sliding
+        raw.update(sliding_window=get("attention.sliding_window"), sliding_window_pattern=4)
     if arch in NORM_TOPK:  # every layer a mixture of experts
         raw.update(num_experts=get("expert_count"), num_experts_per_tok=get("expert_used_count"),
                    moe_intermediate_size=get("expert_feed_forward_length"), norm_topk_prob=NORM_TOPK[arch],

@@ -1,0 +1,42 @@
+"""GGUF files of the families people download them for beyond Llama/Qwen/Gemma: llama.cpp's
+command-r (Aya 23, Command R/R+), cohere2 (Aya Expanse, Command R7B) and the mixtures of experts
+qwen2moe and qwen3moe (Qwen1.5/2-MoE, Qwen3-30B-A3B / 235B-A22B). A tiny random model written as
+llama.cpp lays such a file out (tests/gguf_writer.py: gguf-py's names, experts stacked per layer,
+the shared expert's gate a vector, SmolLM2's BPE tokenizer) loads with the family's knobs and
+gives transformers' logits of the same weights."""
+import numpy as np
+import pytest
+
+from gguf_writer import write_gguf
+from tiny_models import build_with_real_tokenizer
+
+pytestmark = pytest.mark.full
+COHERE2 = dict(num_hidden_layers=4, layer_types=["sliding_attention"] * 3 + ["full_attention"])  # llama.cpp: 1 in 4 global
+CASES = {  # tiny family -> (overrides, what the GGUF's config must say)
+    "qwen3_moe": (dict(mlp_only_layers=[]), dict(num_experts=8, moe_norm_topk=True, shared_expert_size=0)),
+    "qwen2_moe": (dict(mlp_only_layers=[]), dict(num_experts=4, moe_norm_topk=False, shared_expert_size=48)),
+    "cohere": ({}, dict(norm="layer", logit_scale=0.25, qk_norm=False, tie_embeddings=True)),
+    "cohere-qk-norm": ({}, dict(qk_norm=True, qk_norm_shape="per_head")),
+    "cohere2": (COHERE2, dict(layer_types=("sliding",) * 3 + ("full",), sliding_window=4, rope_sliding_only=True)),
+}
+
+
+@pytest.mark.parametrize("family", list(CASES))
+def test_gguf_logits_equal_transformers(family, tmp_path):
+    import torch
+
+    from babeleval.engine.forward import decoder_logits
+    from babeleval.loading import load_model
+
+    overrides, expected = CASES[family]
+    torch_model = build_with_real_tokenizer(family, tmp_path, **overrides)
+    model = load_model(str(write_gguf(tmp_path, tmp_path / "model.gguf")))
+    cfg = model.config
+    assert {key: getattr(cfg, key) for key in expected} == expected
+    tok = model.tokenizer
+    ids = np.asarray([tok.with_prefix(tok.encode("Kila mtu ana haki ya kuishi, uhuru na usalama wa nafsi yake."))])
+    assert ids.shape[1] > 16  # past the sliding window of 4
+    with torch.no_grad():
+        want = torch_model(input_ids=torch.tensor(ids)).logits.numpy()
+    got = np.asarray(decoder_logits(model.params, ids, np.ones_like(ids), cfg))
+    assert np.abs(got - want).max() <= 1e-4
