@@ -134,3 +134,49 @@ def test_legacy_gemma_gelu_is_the_tanh_approximation():
     assert config_from_hf(raw).activation == "gelu_tanh"
     assert config_from_hf(dict(raw, hidden_act="gelu_new")).activation == "gelu_tanh"
     assert config_from_hf(dict(raw, model_type="llama", hidden_act="gelu")).activation == "gelu"
+
+
+# family -> the knob set as a wrong reading of its config would set it
+BROKEN = {
+    "cohere": dict(logit_scale=None),  # logit_scale ignored
+    "cohere2": dict(rope_sliding_only=False),  # rotary on the global layers too
+    "qwen2_moe": dict(shared_expert_size=0),  # the shared expert dropped
+    "qwen3_moe": dict(moe_norm_topk=False),  # top-k router weights not renormalised
+    "mixtral": dict(experts_per_token=1),
+    "gemma2": dict(attn_scale=None),  # query_pre_attn_scalar ignored
+    "gemma3": dict(rope_local_theta=None),  # local layers with the global theta
+    "gpt_neox": dict(rope_fraction=1.0),  # rotary over the whole head
+    "phi3": dict(rope_scaling=()),  # LongRoPE's factors ignored
+    "xglm": dict(position_offset=0),  # fairseq's +2 forgotten
+    "olmo2": dict(qk_norm_shape="head"),  # one norm per head instead of over all heads
+    "mistral": dict(sliding_window=None),
+}
+
+
+@pytest.mark.parametrize("family", [f if f in ("cohere", "qwen2_moe", "gpt_neox") else pytest.param(f, marks=pytest.mark.full)
+                                    for f in BROKEN])
+def test_a_broken_knob_fails(family, tmp_path):
+    """The parity test above can fail: each family's distinguishing knob set wrong moves the
+    logits ten times past the parity error, or leaves parameters that do not fit. Weights drawn
+    with std 0.2 (not 0.02: attention then depends on positions, so a rotary detail shows) and
+    12 tokens, past the sliding windows of 4."""
+    import dataclasses
+
+    import torch
+    from flax.errors import ScopeParamShapeError
+
+    torch_model = build(family, tmp_path, initializer_range=0.2)
+    ours = load_model(str(tmp_path))
+    ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
+    with torch.no_grad():
+        kwargs = {"position_ids": torch.tensor(np.maximum(mask.cumsum(1) - 1, 0))}
+        ref = torch_model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), **kwargs).logits.numpy()
+    valid = mask.astype(bool)
+    error = lambda config: np.abs(np.asarray(decoder_logits(ours.params, ids, mask, config))[valid] - ref[valid]).max()
+    right = error(ours.config)
+    try:
+        wrong = error(dataclasses.replace(ours.config, **BROKEN[family]))
+    except ScopeParamShapeError:  # a norm over one head where the weights cover all of them
+        assert family == "olmo2"
+        return
+    assert wrong > max(1e-3, 10 * right), (right, wrong)

@@ -85,13 +85,14 @@ def word_tokenizer(folder: Path) -> None:
     tok.save(str(folder / "tokenizer.json"))
 
 
-def build(name: str, folder: Path):
-    """Save a seeded random model of family `name` into folder; return the torch model (eval mode)."""
+def build(name: str, folder: Path, **overrides):
+    """Save a seeded random model of family `name` (CONFIGS, with overrides) into folder; return
+    the torch model (eval mode)."""
     import torch
     import transformers
 
     cls_name, kwargs = CONFIGS[name]
-    config = getattr(transformers, cls_name)(**kwargs)
+    config = getattr(transformers, cls_name)(**{**kwargs, **overrides})
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     auto = transformers.AutoModel if name in ENCODERS else transformers.AutoModelForCausalLM
