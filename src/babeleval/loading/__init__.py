@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from .gguf_file import gguf_tokenizer, read_gguf
 from .hf_config import config_from_hf
 from .hf_folder import download, hf_tokenizer, read_json, weight_items, tensor_names
 from .names import to_param_tree
+from .sentence_transformers import pipeline
 from .tokenizer import HFTokenizer, Special, Tokenizer
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -126,25 +128,14 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
         tokenizer = hf_tokenizer(path, raw, add_bos=config.arch.startswith("gemma"))
     else:
         raise BabelevalError(f"{path}: expected a .gguf file, an HF model folder or a babeleval checkpoint")
-    if config.kind == "encoder":
-        config = _encoder_pooling(config, path, pooling, normalize)
+    if config.kind == "encoder":  # a sentence-transformers folder's pooling, Dense modules and normalisation
+        config, dense = pipeline(config, path, pooling, normalize)
+        tensors = itertools.chain(tensors, dense)
     abstract = abstract_params(config, jdtype)
     placed_on, sharding = load_placement(config, abstract, mesh)
     params = to_param_tree(tensors, config, abstract, str(path), jdtype,
                            place=lambda key, array: jax.device_put(array, sharding(key, array.shape)))
     return LoadedModel(config, params, tokenizer, jdtype, str(path), placed_on)
-
-
-def _encoder_pooling(config, path: Path, pooling, normalize):
-    """Pooling from the sentence-transformers files beside the model, unless given."""
-    pooling_cfg = path / "1_Pooling" / "config.json"
-    if pooling is None and pooling_cfg.exists():
-        raw = read_json(pooling_cfg)
-        pooling = "cls" if raw.get("pooling_mode_cls_token") else "mean"
-    if normalize is None:
-        modules = path / "modules.json"
-        normalize = modules.exists() and "Normalize" in modules.read_text()
-    return dataclasses.replace(config, pooling=pooling or config.pooling, normalize=bool(normalize))
 
 
 __all__ = ["LoadedModel", "load_model", "resolve", "cache_dir", "DEFAULT_MODEL", "ALIASES"]

@@ -154,6 +154,7 @@ ENCODER_RULES = [
     (ENC + r"encoder\.layer\.(\d+)\.output\.dense", r"layers_\1/mlp/down", "linear"),
     (ENC + r"encoder\.layer\.(\d+)\.output\.LayerNorm", r"layers_\1/mlp_norm", "norm"),
     (ENC + r"pooler\.dense", "pooler", "linear"),
+    (r"dense\.(\d+)", r"dense_\1", "linear"),  # sentence-transformers Dense modules (loading/sentence_transformers.py)
 ]
 # Buffers and heads that carry no parameter of ours.
 IGNORED = re.compile(

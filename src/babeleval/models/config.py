@@ -120,6 +120,7 @@ class EncoderConfig:
     position_offset: int = 0  # XLM-R counts positions from padding_idx + 1
     pad_token_id: int = 0
     pooling: str = "mean"  # "cls" | "mean" | "pooler"
+    dense: tuple = ()  # sentence-transformers Dense modules after pooling: (in, out, bias, "tanh" | "identity")
     normalize: bool = False
     kind: str = "encoder"
 
@@ -193,7 +194,7 @@ def to_json(config: ModelConfig) -> str:
 def from_json(text: str) -> ModelConfig:
     raw = json.loads(text)
     cls = KINDS[raw.get("kind", "decoder")]
-    for key in ("rope_scaling", "layer_types", "moe_layers"):
+    for key in ("rope_scaling", "layer_types", "moe_layers", "dense"):
         if key in raw:
             raw[key] = _tuples(raw[key])
     return cls(**raw)

@@ -60,7 +60,13 @@ class Encoder(nn.Module):
         for i in range(cfg.num_layers):
             x = EncoderBlock(cfg, self.dtype, name=f"layers_{i}")(x, mask)
         pooler = nn.Dense(cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype, name="pooler")
-        return x, pool(x, valid, cfg.pooling, cfg.normalize, jnp.tanh(pooler(x[:, 0])))
+        pooled = pool(x, valid, cfg.pooling, False, jnp.tanh(pooler(x[:, 0])))
+        for i, (_, out, bias, activation) in enumerate(cfg.dense):  # sentence-transformers Dense modules
+            pooled = nn.Dense(out, use_bias=bias, dtype=jnp.float32, param_dtype=self.dtype, name=f"dense_{i}")(pooled)
+            pooled = jnp.tanh(pooled) if activation == "tanh" else pooled
+        if cfg.normalize:
+            pooled = pooled / jnp.maximum(jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)
+        return x, pooled
 
 
 def pool(hidden, valid, mode: str, normalize: bool, pooler_out=None):
