@@ -13,16 +13,18 @@ import numpy as np
 
 # config.json model_type -> (GGUF architecture, gguf-py's MODEL_ARCH member)
 ARCHS = {"qwen2_moe": ("qwen2moe", "QWEN2MOE"), "qwen3_moe": ("qwen3moe", "QWEN3MOE"),
-         "cohere": ("command-r", "COMMAND_R"), "cohere2": ("cohere2", "COHERE2")}
+         "cohere": ("command-r", "COMMAND_R"), "cohere2": ("cohere2", "COHERE2"), "mixtral": ("llama", "LLAMA"),
+         "olmoe": ("olmoe", "OLMOE"), "olmo2": ("olmo2", "OLMO2")}
 TOKENIZER_KEYS = ("model", "pre", "tokens", "token_type", "merges", "bos_token_id", "eos_token_id",
                   "unknown_token_id", "padding_token_id", "add_bos_token")
 
 
 def stacked(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Per-expert tensors (mlp.experts.N.gate_proj) stacked into one per layer and projection."""
+    """Per-expert tensors (mlp.experts.N.gate_proj, Mixtral's block_sparse_moe.experts.N.w1)
+    stacked into one per layer and projection."""
     out, experts = {}, {}
     for name, array in tensors.items():
-        match = re.match(r"(.*\.mlp\.experts)\.(\d+)\.(\w+_proj\.weight)$", name)
+        match = re.match(r"(.*\.experts)\.(\d+)\.(\w+\.weight)$", name)
         if match:
             experts.setdefault(f"{match[1]}.{match[3]}", {})[int(match[2])] = array
         else:
@@ -70,7 +72,8 @@ def write_gguf(folder: Path, path: Path) -> Path:
     if "num_experts_per_tok" in cfg:
         writer.add_expert_count(cfg.get("num_experts") or cfg["num_local_experts"])
         writer.add_expert_used_count(cfg["num_experts_per_tok"])
-        writer.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if "moe_intermediate_size" in cfg:  # Mixtral's experts have the dense width (feed_forward_length)
+            writer.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
     if cfg.get("shared_expert_intermediate_size"):
         writer.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
     for key, (value, kind, array) in tokenizer_fields().items():
@@ -84,6 +87,9 @@ def write_gguf(folder: Path, path: Path) -> Path:
             raise KeyError(f"{name}: no GGUF name for {arch}")
         if target.endswith("ffn_gate_inp_shexp.weight"):
             array = array.reshape(-1)  # llama.cpp keeps the shared expert's gate as a vector
+        if arch == "llama" and target.endswith(("attn_q.weight", "attn_k.weight")):  # interleaved rotary rows
+            heads = cfg["num_attention_heads"] if "attn_q" in target else cfg["num_key_value_heads"]
+            array = array.reshape(heads, 2, array.shape[0] // heads // 2, -1).swapaxes(1, 2).reshape(array.shape)
         writer.add_tensor(target, np.ascontiguousarray(array, dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -17,9 +17,10 @@ from ..errors import BabelevalError
 
 ARCHS = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
          "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
-         "command-r": "cohere", "cohere2": "cohere2"}
-# llama.cpp's MoE graphs renormalise the top-k router weights for Qwen3-MoE, not for Qwen2-MoE
-NORM_TOPK = {"qwen3moe": True, "qwen2moe": False}
+         "command-r": "cohere", "cohere2": "cohere2", "olmo2": "olmo2", "olmoe": "olmoe"}
+# llama.cpp's MoE graphs renormalise the top-k router weights for Qwen3-MoE (and Mixtral, a llama
+# file with experts), not for Qwen2-MoE or OLMoE
+NORM_TOPK = {"qwen3moe": True, "qwen2moe": False, "olmoe": False, "llama": True}
 NAMES = [
     (r"token_embd", "model.embed_tokens"),
     (r"output_norm", "model.norm"),
@@ -75,8 +76,9 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
     hidden = get("embedding_length")
     layers = get("block_count")
     head_dim = get("attention.key_length") or hidden // heads
+    experts = get("expert_count")
     raw = {
-        "model_type": ARCHS[arch],
+        "model_type": "mixtral" if arch == "llama" and experts else ARCHS[arch],
         "vocab_size": get("vocab_size") or len(meta["tokenizer.ggml.tokens"]),
         "hidden_size": hidden,
         "num_hidden_layers": layers,
@@ -101,9 +103,9 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
         raw.update(logit_scale=get("logit_scale", 1.0), use_qk_norm="blk.0.attn_q_norm.weight" in tensor_names)
     if arch == "cohere2":  # llama.cpp's fixed pattern: every 4th layer global, the rest sliding
         raw.update(sliding_window=get("attention.sliding_window"), sliding_window_pattern=4)
-    if arch in NORM_TOPK:  # every layer a mixture of experts
-        raw.update(num_experts=get("expert_count"), num_experts_per_tok=get("expert_used_count"),
-                   moe_intermediate_size=get("expert_feed_forward_length"), norm_topk_prob=NORM_TOPK[arch],
+    if experts:  # every layer a mixture of experts
+        raw.update(num_experts=experts, num_experts_per_tok=get("expert_used_count"),
+                   moe_intermediate_size=get("expert_feed_forward_length"), norm_topk_prob=NORM_TOPK.get(arch, False),
                    shared_expert_intermediate_size=get("expert_shared_feed_forward_length", 0), mlp_only_layers=[])
     if arch in ("gemma2", "gemma3"):
         window = get("attention.sliding_window")
