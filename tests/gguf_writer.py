@@ -14,7 +14,7 @@ import numpy as np
 # config.json model_type -> (GGUF architecture, gguf-py's MODEL_ARCH member)
 ARCHS = {"qwen2_moe": ("qwen2moe", "QWEN2MOE"), "qwen3_moe": ("qwen3moe", "QWEN3MOE"),
          "cohere": ("command-r", "COMMAND_R"), "cohere2": ("cohere2", "COHERE2"), "mixtral": ("llama", "LLAMA"),
-         "olmoe": ("olmoe", "OLMOE"), "olmo2": ("olmo2", "OLMO2")}
+         "olmoe": ("olmoe", "OLMOE"), "olmo2": ("olmo2", "OLMO2"), "gpt_neox": ("gptneox", "GPTNEOX")}
 TOKENIZER_KEYS = ("model", "pre", "tokens", "token_type", "merges", "bos_token_id", "eos_token_id",
                   "unknown_token_id", "padding_token_id", "add_bos_token")
 
@@ -58,9 +58,14 @@ def write_gguf(folder: Path, path: Path) -> Path:
     writer.add_embedding_length(cfg["hidden_size"])
     writer.add_feed_forward_length(cfg["intermediate_size"])
     writer.add_head_count(cfg["num_attention_heads"])
-    writer.add_head_count_kv(cfg["num_key_value_heads"])
+    writer.add_head_count_kv(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
     writer.add_key_length(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
-    writer.add_rope_freq_base(cfg.get("rope_parameters", {}).get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    rope = cfg.get("rope_parameters") or {}
+    writer.add_rope_freq_base(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    if arch == "gptneox":
+        head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+        writer.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", cfg.get("rotary_pct", 0.25))))
+        writer.add_parallel_residual(cfg.get("use_parallel_residual", True))
     if "rms_norm_eps" in cfg:
         writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     else:  # Cohere's LayerNorm
@@ -87,6 +92,9 @@ def write_gguf(folder: Path, path: Path) -> Path:
             raise KeyError(f"{name}: no GGUF name for {arch}")
         if target.endswith("ffn_gate_inp_shexp.weight"):
             array = array.reshape(-1)  # llama.cpp keeps the shared expert's gate as a vector
+        if arch == "gptneox" and "attn_qkv" in target:  # per-head [q, k, v] blocks -> all q, all k, all v
+            heads = cfg["num_attention_heads"]
+            array = array.reshape(heads, 3, -1, *array.shape[1:]).swapaxes(0, 1).reshape(array.shape)
         if arch == "llama" and target.endswith(("attn_q.weight", "attn_k.weight")):  # interleaved rotary rows
             heads = cfg["num_attention_heads"] if "attn_q" in target else cfg["num_key_value_heads"]
             array = array.reshape(heads, 2, array.shape[0] // heads // 2, -1).swapaxes(1, 2).reshape(array.shape)

@@ -1,7 +1,8 @@
 """GGUF files of the families people download them for beyond Llama/Qwen/Gemma: llama.cpp's
 command-r (Aya 23, Command R/R+), cohere2 (Aya Expanse, Command R7B), olmo2, and the mixtures
 of experts qwen2moe and qwen3moe (Qwen1.5/2-MoE, Qwen3-30B-A3B / 235B-A22B), olmoe and Mixtral
-(a llama file with experts: its Q/K rows permuted for interleaved rotary). A tiny random model written as
+(a llama file with experts: its Q/K rows permuted for interleaved rotary), and gptneox (Pythia:
+the fused qkv rows reordered from per-head blocks to queries, keys, values; partial rotary). A tiny random model written as
 llama.cpp lays such a file out (tests/gguf_writer.py: gguf-py's names, experts stacked per layer,
 the shared expert's gate a vector, SmolLM2's BPE tokenizer) loads with the family's knobs and
 gives transformers' logits of the same weights."""
@@ -22,6 +23,8 @@ CASES = {  # tiny family -> (overrides, what the GGUF's config must say)
     "mixtral": ({}, dict(arch="mixtral", num_experts=4, moe_norm_topk=True)),  # a llama file with experts
     "olmoe": ({}, dict(num_experts=4, moe_norm_topk=False, qk_norm_shape="all")),
     "olmo2": ({}, dict(pre_norm=False, sandwich_norm=True, qk_norm_shape="all")),
+    "gpt_neox": ({}, dict(rope_fraction=0.25, parallel_residual=True, norm="layer")),  # Pythia
+    "gpt_neox-sequential": (dict(hidden_act="gelu"), dict(parallel_residual=False)),  # the file has no activation
 }
 
 

@@ -17,7 +17,7 @@ from ..errors import BabelevalError
 
 ARCHS = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
          "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
-         "command-r": "cohere", "cohere2": "cohere2", "olmo2": "olmo2", "olmoe": "olmoe"}
+         "command-r": "cohere", "cohere2": "cohere2", "olmo2": "olmo2", "olmoe": "olmoe", "gptneox": "gpt_neox"}
 # llama.cpp's MoE graphs renormalise the top-k router weights for Qwen3-MoE (and Mixtral, a llama
 # file with experts), not for Qwen2-MoE or OLMoE
 NORM_TOPK = {"qwen3moe": True, "qwen2moe": False, "olmoe": False, "llama": True}
@@ -42,6 +42,20 @@ NAMES = [
     (r"blk\.(\d+)\.ffn_(gate|up|down)_exps", r"model.layers.\1.mlp.experts.\2_proj"),
     (r"blk\.(\d+)\.ffn_gate_inp_shexp", r"model.layers.\1.mlp.shared_expert_gate"),
     (r"blk\.(\d+)\.ffn_(gate|up|down)_shexp", r"model.layers.\1.mlp.shared_expert.\2_proj"),
+]
+# GPT-NeoX (Pythia) keeps its own HF names; llama.cpp's converter reorders the fused qkv rows from
+# per-head [q, k, v] blocks to all queries, then keys, then values
+NEOX = r"gpt_neox.layers.\1."
+GPTNEOX_NAMES = [
+    (r"token_embd", "gpt_neox.embed_in"),
+    (r"output_norm", "gpt_neox.final_layer_norm"),
+    (r"output", "embed_out"),
+    (r"blk\.(\d+)\.attn_norm", NEOX + "input_layernorm"),
+    (r"blk\.(\d+)\.ffn_norm", NEOX + "post_attention_layernorm"),
+    (r"blk\.(\d+)\.attn_qkv", NEOX + "attention.qkv_proj"),
+    (r"blk\.(\d+)\.attn_output", NEOX + "attention.dense"),
+    (r"blk\.(\d+)\.ffn_up", NEOX + "mlp.dense_h_to_4h"),
+    (r"blk\.(\d+)\.ffn_down", NEOX + "mlp.dense_4h_to_h"),
 ]
 SANDWICH = ("gemma2", "gemma3")  # their ffn_norm is the pre-feedforward norm
 
@@ -99,6 +113,9 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
     if get("attention.layer_norm_epsilon") is not None:  # a LayerNorm family (Cohere)
         raw.pop("rms_norm_eps")
         raw["layer_norm_eps"] = get("attention.layer_norm_epsilon")
+    if arch == "gptneox":  # Pythia: partial rotary, parallel residual (exact GELU, as its HF config says)
+        raw.update(rotary_pct=get("rope.dimension_count", head_dim // 4) / head_dim, hidden_act="gelu",
+                   use_parallel_residual=bool(get("use_parallel_residual", True)))
     if arch in ("command-r", "cohere2"):  # Aya 23, Command R/R+; Aya Expanse, Command R7B
         raw.update(logit_scale=get("logit_scale", 1.0), use_qk_norm="blk.0.attn_q_norm.weight" in tensor_names)
     if arch == "cohere2":  # llama.cpp's fixed pattern: every 4th layer global, the rest sliding
@@ -134,7 +151,7 @@ def gguf_items(reader, meta: dict, raw: dict):
     from gguf.quants import dequantize
 
     arch = meta["general.architecture"]
-    names = [(re.compile(rf"^{src}\.(weight|bias)$"), dst) for src, dst in NAMES]
+    names = [(re.compile(rf"^{src}\.(weight|bias)$"), dst) for src, dst in (GPTNEOX_NAMES if arch == "gptneox" else NAMES)]
     ffn_norm = "pre_feedforward_layernorm" if arch in SANDWICH else "post_attention_layernorm"
     names.append((re.compile(r"^blk\.(\d+)\.ffn_norm\.(weight|bias)$"), rf"model.layers.\1.{ffn_norm}"))
     for tensor in reader.tensors:

@@ -81,6 +81,7 @@ GPT_NEOX_RULES = [
     (NEOX + r"layers\.(\d+)\.input_layernorm", r"layers_\1/attn_norm", "norm"),
     (NEOX + r"layers\.(\d+)\.post_attention_layernorm", r"layers_\1/mlp_norm", "norm"),
     (NEOX + r"layers\.(\d+)\.attention\.query_key_value", r"layers_\1/attn", "bloom_qkv"),
+    (NEOX + r"layers\.(\d+)\.attention\.qkv_proj", r"layers_\1/attn", "fused_qkv"),  # GGUF: rows q, k, v
     (NEOX + r"layers\.(\d+)\.attention\.dense", r"layers_\1/attn/o", "linear"),
     (NEOX + r"layers\.(\d+)\.mlp\.dense_h_to_4h", r"layers_\1/mlp/up", "linear"),
     (NEOX + r"layers\.(\d+)\.mlp\.dense_4h_to_h", r"layers_\1/mlp/down", "linear"),
