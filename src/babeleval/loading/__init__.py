@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import itertools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
