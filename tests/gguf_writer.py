@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import numpy as np
 # config.json model_type -> (GGUF architecture, gguf-py's MODEL_ARCH member)
 ARCHS = {"qwen2_moe": ("qwen2moe", "QWEN2MOE"), "qwen3_moe": ("qwen3moe", "QWEN3MOE"),
          "cohere": ("command-r", "COMMAND_R"), "cohere2": ("cohere2", "COHERE2"), "mixtral": ("llama", "LLAMA"),
-         "olmoe": ("olmoe", "OLMOE"), "olmo2": ("olmo2", "OLMO2"), "gpt_neox": ("gptneox", "GPTNEOX")}
+         "olmoe": ("olmoe", "OLMOE"), "olmo2": ("olmo2", "OLMO2"), "gpt_neox": ("gptneox", "GPTNEOX"),
+         "phi3": ("phi3", "PHI3")}
 TOKENIZER_KEYS = ("model", "pre", "tokens", "token_type", "merges", "bos_token_id", "eos_token_id",
                   "unknown_token_id", "padding_token_id", "add_bos_token")
 
@@ -62,6 +64,15 @@ def write_gguf(folder: Path, path: Path) -> Path:
     writer.add_key_length(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
     rope = cfg.get("rope_parameters") or {}
     writer.add_rope_freq_base(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    if rope.get("rope_type") == "longrope":  # Phi-3: factors as tensors, the rest as keys
+        original = rope.get("original_max_position_embeddings") or cfg["original_max_position_embeddings"]
+        factor = cfg["max_position_embeddings"] / original
+        head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+        writer.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
+        writer.add_rope_scaling_orig_ctx_len(original)
+        writer.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0)
+        for kind in ("long", "short"):
+            writer.add_tensor(f"rope_factors_{kind}.weight", np.asarray(rope[f"{kind}_factor"], np.float32))
     if arch == "gptneox":
         head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
         writer.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", cfg.get("rotary_pct", 0.25))))

@@ -2,7 +2,8 @@
 command-r (Aya 23, Command R/R+), cohere2 (Aya Expanse, Command R7B), olmo2, and the mixtures
 of experts qwen2moe and qwen3moe (Qwen1.5/2-MoE, Qwen3-30B-A3B / 235B-A22B), olmoe and Mixtral
 (a llama file with experts: its Q/K rows permuted for interleaved rotary), and gptneox (Pythia:
-the fused qkv rows reordered from per-head blocks to queries, keys, values; partial rotary). A tiny random model written as
+the fused qkv rows reordered from per-head blocks to queries, keys, values; partial rotary) and
+phi3 (fused qkv and gate-up, LongRoPE's factors as tensors). A tiny random model written as
 llama.cpp lays such a file out (tests/gguf_writer.py: gguf-py's names, experts stacked per layer,
 the shared expert's gate a vector, SmolLM2's BPE tokenizer) loads with the family's knobs and
 gives transformers' logits of the same weights."""
@@ -25,6 +26,8 @@ CASES = {  # tiny family -> (overrides, what the GGUF's config must say)
     "olmo2": ({}, dict(pre_norm=False, sandwich_norm=True, qk_norm_shape="all")),
     "gpt_neox": ({}, dict(rope_fraction=0.25, parallel_residual=True, norm="layer")),  # Pythia
     "gpt_neox-sequential": (dict(hidden_act="gelu"), dict(parallel_residual=False)),  # the file has no activation
+    "phi3": ({}, dict(arch="phi3")),  # LongRoPE: 12+ tokens past the original context of 8 (long factors)
+    "phi3-long-partial": ({}, dict(rope_fraction=0.75)),
 }
 
 

@@ -17,7 +17,8 @@ from ..errors import BabelevalError
 
 ARCHS = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
          "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
-         "command-r": "cohere", "cohere2": "cohere2", "olmo2": "olmo2", "olmoe": "olmoe", "gptneox": "gpt_neox"}
+         "command-r": "cohere", "cohere2": "cohere2", "olmo2": "olmo2", "olmoe": "olmoe", "gptneox": "gpt_neox",
+         "phi3": "phi3"}
 # llama.cpp's MoE graphs renormalise the top-k router weights for Qwen3-MoE (and Mixtral, a llama
 # file with experts), not for Qwen2-MoE or OLMoE
 NORM_TOPK = {"qwen3moe": True, "qwen2moe": False, "olmoe": False, "llama": True}
@@ -28,6 +29,7 @@ NAMES = [
     (r"blk\.(\d+)\.attn_q", r"model.layers.\1.self_attn.q_proj"),
     (r"blk\.(\d+)\.attn_k", r"model.layers.\1.self_attn.k_proj"),
     (r"blk\.(\d+)\.attn_v", r"model.layers.\1.self_attn.v_proj"),
+    (r"blk\.(\d+)\.attn_qkv", r"model.layers.\1.self_attn.qkv_proj"),  # Phi-3: rows q, k, v
     (r"blk\.(\d+)\.attn_output", r"model.layers.\1.self_attn.o_proj"),
     (r"blk\.(\d+)\.attn_q_norm", r"model.layers.\1.self_attn.q_norm"),
     (r"blk\.(\d+)\.attn_k_norm", r"model.layers.\1.self_attn.k_norm"),
@@ -116,6 +118,8 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
     if arch == "gptneox":  # Pythia: partial rotary, parallel residual (exact GELU, as its HF config says)
         raw.update(rotary_pct=get("rope.dimension_count", head_dim // 4) / head_dim, hidden_act="gelu",
                    use_parallel_residual=bool(get("use_parallel_residual", True)))
+    if arch == "phi3":  # a sliding window on every layer (Phi-3-mini-4k: 2,047) where the file has one
+        raw["sliding_window"] = get("attention.sliding_window")
     if arch in ("command-r", "cohere2"):  # Aya 23, Command R/R+; Aya Expanse, Command R7B
         raw.update(logit_scale=get("logit_scale", 1.0), use_qk_norm="blk.0.attn_q_norm.weight" in tensor_names)
     if arch == "cohere2":  # llama.cpp's fixed pattern: every 4th layer global, the rest sliding
@@ -155,6 +159,8 @@ def gguf_items(reader, meta: dict, raw: dict):
     ffn_norm = "pre_feedforward_layernorm" if arch in SANDWICH else "post_attention_layernorm"
     names.append((re.compile(r"^blk\.(\d+)\.ffn_norm\.(weight|bias)$"), rf"model.layers.\1.{ffn_norm}"))
     for tensor in reader.tensors:
+        if tensor.name.startswith("rope_factors_"):
+            continue  # LongRoPE's factors: read into the config (_longrope)
         array = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
         array = array.reshape(tuple(reversed([int(x) for x in tensor.shape])))
         for regex, dst in names:
@@ -169,6 +175,8 @@ def gguf_items(reader, meta: dict, raw: dict):
             array = _unpermute(array, heads)
         if arch.startswith("gemma") and "norm" in name:
             array = array - 1.0
+        if arch == "phi3" and name.endswith("mlp.up_proj.weight"):
+            name = name.replace("up_proj", "gate_up_proj")  # Phi-3's ffn_up holds gate, then up
         if name.endswith("shared_expert_gate.weight"):
             array = array.reshape(1, -1)  # a [hidden] vector in the file, a [1, hidden] Linear in HF's
         yield name, array
@@ -190,7 +198,30 @@ def read_gguf(path: Path):
     reader = _reader(path)
     meta = _metadata(reader)
     raw = gguf_config(meta, {t.name for t in reader.tensors}, path)
+    _longrope(reader, meta, raw)
     return raw, gguf_items(reader, meta, raw), meta
+
+
+def _longrope(reader, meta: dict, raw: dict) -> None:
+    """Phi-3's LongRoPE: llama.cpp keeps the long and short factors as tensors and the original
+    context and attention factor as keys; they go back into HF's rope parameters."""
+    factors = {t.name: t for t in reader.tensors if t.name.startswith("rope_factors_")}
+    if not factors:
+        return
+    from gguf.quants import dequantize
+
+    arch = meta["general.architecture"]
+    get = lambda key, default=None: meta.get(f"{arch}.{key}", default)
+    read = lambda name: np.asarray(dequantize(factors[name].data, factors[name].tensor_type), np.float64).ravel().tolist()
+    head_dim = raw["head_dim"]
+    raw["original_max_position_embeddings"] = get("rope.scaling.original_context_length")
+    raw["rope_parameters"] = {
+        "rope_type": "longrope", "rope_theta": raw["rope_parameters"]["rope_theta"],
+        "long_factor": read("rope_factors_long.weight"), "short_factor": read("rope_factors_short.weight"),
+        "partial_rotary_factor": get("rope.dimension_count", head_dim) / head_dim,
+        "original_max_position_embeddings": raw["original_max_position_embeddings"],
+        "attention_factor": get("rope.scaling.attn_factor"),
+    }
 
 
 def read_gguf_metadata(path: Path) -> dict:
