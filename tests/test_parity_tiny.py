@@ -150,6 +150,8 @@ BROKEN = {
     "xglm": dict(position_offset=0),  # fairseq's +2 forgotten
     "olmo2": dict(qk_norm_shape="head"),  # one norm per head instead of over all heads
     "mistral": dict(sliding_window=None),
+    "glm4_moe": dict(moe_scale=1.0),  # routed_scaling_factor ignored
+    "sarvam_moe": dict(moe_groups=1),  # experts chosen outside the best group too
 }
 
 

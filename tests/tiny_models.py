@@ -44,6 +44,14 @@ CONFIGS = {
     "qwen3_moe": ("Qwen3MoeConfig", dict(COMMON, num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=2,
                                          moe_intermediate_size=32, norm_topk_prob=True)),
     "olmoe": ("OlmoeConfig", dict(COMMON, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2)),
+    # DeepSeek-V3's router: 8 experts in 2 groups, the best group's experts only; the first layer dense
+    "glm4_moe": ("Glm4MoeConfig", dict(COMMON, num_key_value_heads=2, head_dim=16, n_routed_experts=8, num_experts_per_tok=2,
+                                       moe_intermediate_size=32, n_group=2, topk_group=1, first_k_dense_replace=1,
+                                       routed_scaling_factor=1.5, use_qk_norm=True, attention_bias=True,
+                                       rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                            partial_rotary_factor=0.5))),
+    "sarvam_moe": ("SarvamMoEConfig", dict(COMMON, num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=2,
+                                           moe_intermediate_size=32, n_group=2, topk_group=1, first_k_dense_replace=1)),
     "phi3": ("Phi3Config", dict(COMMON, num_key_value_heads=2, original_max_position_embeddings=64, rope_parameters=dict(
         rope_type="longrope", rope_theta=10000.0, short_factor=[1.0, 1.5, 2.0, 3.0, 1.0, 1.2, 4.0, 2.5],
         long_factor=[2.0, 3.0, 5.0, 8.0, 1.5, 2.0, 9.0, 4.0], partial_rotary_factor=1.0))),
@@ -101,6 +109,9 @@ def build(name: str, folder: Path, **overrides):
         for pname, p in model.named_parameters():
             if "norm" in pname.lower() or pname.endswith("bias"):
                 p.add_(torch.randn_like(p) * 0.1)
+        for pname, b in model.named_buffers():  # a sigmoid router's correction bias (zeros at init)
+            if pname.endswith("correction_bias"):
+                b.add_(torch.randn_like(b) * 0.1)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     word_tokenizer(folder)

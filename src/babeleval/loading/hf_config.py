@@ -30,8 +30,11 @@ FAMILY_FLAGS = {
     "qwen2_moe": dict(),
     "qwen3_moe": dict(qk_norm=True),
     "olmoe": dict(qk_norm=True, qk_norm_shape="all"),
+    "glm4_moe": dict(),  # GLM-4.5 / 4.6: sigmoid router with correction bias and groups, ungated shared experts
+    "sarvam_moe": dict(qk_norm=True),  # Sarvam's Indic MoE: GLM-4-MoE's blocks under its own tensor names
     "phi3": dict(),  # Phi-3/3.5/4-mini: fused qkv and gate-up projections (loading/names.py), LongRoPE
 }
+SIGMOID_ROUTED = ("glm4_moe", "sarvam_moe")  # DeepSeek-V3's router (models/moe.py: router)
 SLIDING_ALL = ("mistral", "mixtral", "phi3")  # a sliding_window, when set, applies to every layer
 QWEN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")  # use_sliding_window / max_window_layers
 ENCODERS = ("bert", "xlm-roberta", "roberta")
@@ -46,6 +49,7 @@ CHECKPOINTS = {
     "phi3": "Phi-3, Phi-3.5, Phi-4-mini", "gpt_neox": "Pythia, GPT-NeoX", "xglm": "XGLM", "gpt2": "GPT-2, mGPT",
     "bloom": "BLOOM, BLOOMZ", "mixtral": "Mixtral 8x7B / 8x22B (MoE)", "qwen2_moe": "Qwen1.5-MoE, Qwen2-57B-A14B (MoE)",
     "qwen3_moe": "Qwen3-30B-A3B, Qwen3-235B-A22B (MoE)", "olmoe": "OLMoE (MoE)",
+    "glm4_moe": "GLM-4.5, GLM-4.6 (MoE)", "sarvam_moe": "Sarvam-MoE (Indic MoE)",
     "bert": "BERT, MiniLM (sentence-transformers)", "xlm-roberta": "XLM-R, multilingual-e5, LaBSE-style encoders",
     "roberta": "RoBERTa",
     "t5": "T5 v1.1, Flan-T5, MADLAD-400, Aya-101 (encoder-decoder)", "mt5": "mT5, mT0 (encoder-decoder)",
@@ -65,6 +69,10 @@ HF_DEFAULTS = {
     "qwen3_moe": dict(sliding_window=4096, max_window_layers=28, decoder_sparse_step=1),
     "cohere": dict(logit_scale=0.0625, layer_norm_eps=1e-5),
     "cohere2": dict(logit_scale=0.0625, layer_norm_eps=1e-5, sliding_window=4096, sliding_window_pattern=4),
+    "sarvam_moe": dict(routed_scaling_factor=2.5, n_group=1, topk_group=1, first_k_dense_replace=1, n_shared_experts=1,
+                       norm_topk_prob=True),
+    "glm4_moe": dict(routed_scaling_factor=1.0, n_group=1, topk_group=1, first_k_dense_replace=1, n_shared_experts=1,
+                     norm_topk_prob=True),
 }
 
 
@@ -153,7 +161,7 @@ def _llama_like(raw: dict, model_type: str) -> DecoderConfig:
         rope_local_theta=_local_theta(raw, model_type),
         rope_fraction=float(fraction),
         rope_scaling=scaling,
-        out_bias=bool(raw.get("attention_bias")) and model_type != "qwen2",
+        out_bias=bool(raw.get("attention_bias")) and model_type not in ("qwen2",) + SIGMOID_ROUTED,
         mlp_bias=bool(raw.get("mlp_bias")),
         attn_scale=scalar ** -0.5 if scalar else None,
         attn_softcap=raw.get("attn_logit_softcapping"),
@@ -188,16 +196,21 @@ def _experts(raw: dict, model_type: str, n: int) -> dict:
     """The mixture-of-experts fields: experts and top-k, the expert MLP's width, which layers
     are sparse (Qwen-MoE: every decoder_sparse_step-th, less mlp_only_layers), renormalised
     top-k weights (Mixtral always; the rest by norm_topk_prob) and Qwen2-MoE's shared expert."""
-    experts = raw.get("num_local_experts") or raw.get("num_experts") or 0
+    experts = raw.get("num_local_experts") or raw.get("num_experts") or raw.get("n_routed_experts") or 0
     if not experts:
         return {}
     step, dense = raw.get("decoder_sparse_step") or 1, set(raw.get("mlp_only_layers") or ())
-    layers = tuple(i not in dense and (i + 1) % step == 0 for i in range(n))
-    return dict(num_experts=experts, experts_per_token=raw["num_experts_per_tok"],
-                moe_intermediate_size=raw.get("moe_intermediate_size") or raw["intermediate_size"],
+    layers = tuple(i not in dense and (i + 1) % step == 0 and i >= (raw.get("first_k_dense_replace") or 0)
+                   for i in range(n))
+    inner = raw.get("moe_intermediate_size") or raw["intermediate_size"]
+    sigmoid = model_type in SIGMOID_ROUTED
+    return dict(num_experts=experts, experts_per_token=raw["num_experts_per_tok"], moe_intermediate_size=inner,
                 moe_norm_topk=model_type == "mixtral" or bool(raw.get("norm_topk_prob")),
-                shared_expert_size=raw.get("shared_expert_intermediate_size") or 0,
-                moe_layers=() if all(layers) else layers)
+                shared_expert_size=inner * (raw.get("n_shared_experts") or 0) if sigmoid
+                else raw.get("shared_expert_intermediate_size") or 0,
+                shared_expert_gated=not sigmoid, moe_router="sigmoid" if sigmoid else "softmax",
+                moe_groups=raw.get("n_group") or 1, moe_topk_groups=raw.get("topk_group") or 1,
+                moe_scale=float(raw.get("routed_scaling_factor") or 1.0), moe_layers=() if all(layers) else layers)
 
 
 def _gpt_neox(raw: dict) -> DecoderConfig:

@@ -21,12 +21,14 @@ LAYER = r"(?:model\.|model\.language_model\.|language_model\.model\.)layers\.(\d
 def llama_rules(cfg: DecoderConfig):
     post_attn = "post_attn_norm" if cfg.sandwich_norm else "mlp_norm"
     return [
-        (r"(?:model\.|model\.language_model\.|language_model\.model\.)embed_tokens", "embed", "embed"),
+        (r"(?:model\.|model\.language_model\.|language_model\.model\.)(?:embed_tokens|word_embeddings)", "embed", "embed"),
         (r"(?:model\.|model\.language_model\.|language_model\.model\.)norm", "final_norm", "norm"),
         (r"(?:language_model\.)?lm_head", "lm_head", "linear"),
         (LAYER + r"self_attn\.([qkvo])_proj", r"layers_\1/attn/\2", "linear"),
         (LAYER + r"self_attn\.([qk])_norm", r"layers_\1/attn/\2_norm", "norm"),
-        (LAYER + r"self_attn\.qkv_proj", r"layers_\1/attn", "fused_qkv"),  # Phi-3: rows q, k, v
+        (LAYER + r"(?:self_attn\.qkv_proj|attention\.query_key_value)", r"layers_\1/attn", "fused_qkv"),  # Phi-3, Sarvam: rows q, k, v
+        (LAYER + r"attention\.dense", r"layers_\1/attn/o", "linear"),  # Sarvam-MoE's names
+        (LAYER + r"attention\.(q|k)(?:uery|ey)_layernorm", r"layers_\1/attn/\2_norm", "norm"),
         (LAYER + r"mlp\.gate_up_proj", r"layers_\1/mlp", "gate_up"),  # Phi-3: rows gate, up
         (LAYER + r"mlp\.(gate|up|down)_proj", r"layers_\1/mlp/\2", "linear"),
         (LAYER + r"input_layernorm", r"layers_\1/attn_norm", "norm"),
@@ -46,7 +48,8 @@ EXPERT_RULES = [
     (LAYER + r"block_sparse_moe\.experts\.(\d+)\.w2", r"layers_\1/mlp/experts_down#\2", "expert"),
     (LAYER + r"mlp\.experts\.(\d+)\.(gate|up|down)_proj", r"layers_\1/mlp/experts_\3#\2", "expert"),
     (LAYER + r"mlp\.experts\.(gate|up|down)_proj", r"layers_\1/mlp/experts_\2", "experts"),  # stacked (GGUF)
-    (LAYER + r"mlp\.shared_expert\.(gate|up|down)_proj", r"layers_\1/mlp/shared/\2", "linear"),
+    (LAYER + r"mlp\.shared_experts?\.(gate|up|down)_proj", r"layers_\1/mlp/shared/\2", "linear"),
+    (LAYER + r"mlp\.gate\.router_correction", r"layers_\1/mlp", "router_bias"),  # see CORRECTION_BIAS
     (LAYER + r"mlp\.shared_expert_gate", r"layers_\1/mlp/shared_gate", "linear"),
 ]
 
@@ -157,6 +160,9 @@ ENCODER_RULES = [
     (ENC + r"pooler\.dense", "pooler", "linear"),
     (r"dense\.(\d+)", r"dense_\1", "linear"),  # sentence-transformers Dense modules (loading/sentence_transformers.py)
 ]
+# The sigmoid router's correction bias (GLM-4-MoE's e_score_correction_bias, Sarvam's expert_bias)
+# under a name the rule table's "<module>.(weight|bias)" form can match.
+CORRECTION_BIAS = re.compile(r"\.(?:e_score_correction_bias|expert_bias)$")
 # Buffers and heads that carry no parameter of ours.
 IGNORED = re.compile(
     r"(rotary_emb\.inv_freq|\.attn\.(masked_)?bias$|\.attention\.(masked_)?bias$|position_ids|^cls\.|^lm_head\.|"
@@ -185,6 +191,8 @@ def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str
         return {f"{parent}/{T5_MLP_NAMES[name]}/kernel": array.T}
     if kind == "norm":
         return {f"{path}/{'scale' if leaf == 'weight' else 'bias'}": array}
+    if kind == "router_bias":
+        return {f"{path}/router_bias": array}
     if kind == "expert":  # torch Linear [out, in] -> one expert's [in, out]
         return {path: array.T}
     if kind == "experts":  # every expert's [out, in] stacked -> [experts, in, out]
@@ -222,6 +230,7 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
     flat, unexpected, experts = {}, [], {}
 
     for key, array in (tensors.items() if isinstance(tensors, dict) else tensors):
+        key = CORRECTION_BIAS.sub(".router_correction.bias", key)
         for regex, target, kind in compiled:
             match = regex.match(key)
             if match:

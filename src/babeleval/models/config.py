@@ -21,6 +21,7 @@ CHOICES = {
     "position": ("rope", "learned", "alibi", "sinusoidal", "relative"),
     "qk_norm_shape": ("head", "per_head", "all"),
     "pooling": ("cls", "mean", "pooler"),
+    "moe_router": ("softmax", "sigmoid"),
 }
 
 
@@ -84,7 +85,13 @@ class DecoderConfig:
     experts_per_token: int = 0
     moe_intermediate_size: int = 0
     moe_norm_topk: bool = False  # renormalise the top-k router weights (Mixtral, Qwen3-MoE)
-    shared_expert_size: int = 0  # Qwen2-MoE's always-on expert behind a sigmoid gate
+    shared_expert_size: int = 0  # an always-on expert: Qwen2-MoE's behind a sigmoid gate, GLM-4-MoE/Sarvam's not
+    shared_expert_gated: bool = True
+    moe_router: str = "softmax"  # "sigmoid": GLM-4-MoE / Sarvam-MoE (DeepSeek-V3's): sigmoid scores, a
+    # correction bias for the choice only, group-limited top-k, weights renormalised and scaled
+    moe_groups: int = 1  # experts in this many groups; the top moe_topk_groups groups (by their best 2) compete
+    moe_topk_groups: int = 1
+    moe_scale: float = 1.0  # routed_scaling_factor
     moe_layers: tuple = ()  # per layer True (MoE) | False (dense MLP); empty = every layer when num_experts
     bos_token_id: int | None = None
     eos_token_id: int | None = None

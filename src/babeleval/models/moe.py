@@ -1,7 +1,10 @@
-"""A mixture-of-experts MLP (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE), specialised by DecoderConfig.
+"""A mixture-of-experts MLP (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, GLM-4-MoE, Sarvam-MoE),
+specialised by DecoderConfig.
 
 A router picks each token's top-k experts from a softmax over its logits (renormalised over
-the k where the family does: Mixtral, Qwen3-MoE); each token is computed by its k experts
+the k where the family does: Mixtral, Qwen3-MoE), or (GLM-4-MoE, Sarvam-MoE) from sigmoid
+scores plus a correction bias, within the best groups of experts, the chosen scores then
+renormalised and scaled (router() below); each token is computed by its k experts
 only: the (token, expert) pairs are sorted by expert and the three projections run as one
 grouped matmul each (`lax.ragged_dot` on accelerators, MaxText's dropless layout; on CPU in
 blocks of one expert each), no capacity, no token dropped. Qwen2-MoE adds a shared expert behind a sigmoid gate. The experts' weights are
@@ -56,10 +59,10 @@ class MoE(nn.Module):
         experts, k, inner = cfg.num_experts, cfg.experts_per_token, cfg.moe_intermediate_size
         tokens = x.reshape(-1, x.shape[-1])
         dense = lambda n, name: nn.Dense(n, use_bias=False, dtype=self.dtype, param_dtype=self.dtype, name=name)
-        probs = jax.nn.softmax(dense(experts, "router")(tokens).astype(jnp.float32), axis=-1)
-        weights, chosen = jax.lax.top_k(probs, k)  # [N, k]
-        if cfg.moe_norm_topk:
-            weights = weights / weights.sum(axis=-1, keepdims=True)
+        logits = dense(experts, "router")(tokens).astype(jnp.float32)
+        correction = self.param("router_bias", nn.initializers.zeros, (experts,), jnp.float32) \
+            if cfg.moe_router == "sigmoid" else None
+        weights, chosen = router(cfg, logits, correction)  # [N, k]
         stacked = lambda name, shape: self.param(name, nn.initializers.normal(0.02), shape, self.dtype)
         gate = stacked("experts_gate", (experts, x.shape[-1], inner))
         up = stacked("experts_up", (experts, x.shape[-1], inner))
@@ -74,5 +77,30 @@ class MoE(nn.Module):
         y = jnp.einsum("nkd,nk->nd", out.reshape(-1, k, x.shape[-1]).astype(jnp.float32), weights)
         if cfg.shared_expert_size:
             shared = MLP(cfg.hidden_size, cfg.shared_expert_size, "gated", cfg.activation, False, self.dtype, name="shared")
-            y = y + jax.nn.sigmoid(dense(1, "shared_gate")(tokens).astype(jnp.float32)) * shared(tokens).astype(jnp.float32)
+            gate = jax.nn.sigmoid(dense(1, "shared_gate")(tokens).astype(jnp.float32)) if cfg.shared_expert_gated else 1.0
+            y = y + gate * shared(tokens).astype(jnp.float32)
         return y.astype(self.dtype).reshape(x.shape)
+
+
+def router(cfg: DecoderConfig, logits, correction=None):
+    """(weights, experts) [N, k] of each token. softmax: the top-k probabilities (renormalised
+    where the family does). sigmoid: experts chosen by score + correction among the
+    moe_topk_groups groups whose best two scores sum highest; their plain scores renormalised
+    (+1e-20, as transformers) and times moe_scale."""
+    k = cfg.experts_per_token
+    if cfg.moe_router == "softmax":
+        weights, chosen = jax.lax.top_k(jax.nn.softmax(logits, axis=-1), k)
+        return (weights / weights.sum(axis=-1, keepdims=True) if cfg.moe_norm_topk else weights), chosen
+    scores = jax.nn.sigmoid(logits)
+    choice = scores + correction
+    if cfg.moe_groups > 1:
+        grouped = choice.reshape(choice.shape[0], cfg.moe_groups, -1)
+        best = jax.lax.top_k(grouped, 2)[0].sum(axis=-1)  # [N, groups]
+        kept = jax.lax.top_k(best, cfg.moe_topk_groups)[1]
+        keep = jnp.zeros_like(best, bool).at[jnp.arange(best.shape[0])[:, None], kept].set(True)
+        choice = jnp.where(jnp.repeat(keep, grouped.shape[-1], axis=1), choice, -jnp.inf)
+    chosen = jax.lax.top_k(choice, k)[1]
+    weights = jnp.take_along_axis(scores, chosen, axis=1)
+    if cfg.moe_norm_topk:
+        weights = weights / (weights.sum(axis=-1, keepdims=True) + 1e-20)
+    return weights * cfg.moe_scale, chosen
