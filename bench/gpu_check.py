@@ -214,7 +214,8 @@ def main() -> None:
     import jax
     import jax.numpy as jnp
 
-    from babeleval.models.attention import attention_implementation
+    from babeleval.loading import run_choices
+    from babeleval.models.attention import attention_choice, fused_implementation
 
     tok = tokenizer()
     xcopa, sib, prompts = workloads(data, args.dry_run)
@@ -227,7 +228,7 @@ def main() -> None:
     dtype = jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
     report = {"device": str(jax.devices()[0].device_kind), "platform": jax.default_backend(),
               "jax": jax.__version__, "dtype": jnp.dtype(dtype).name,
-              "attention": attention_implementation() or "babeleval kernels", "budget_s": args.budget_s,
+              "attention": fused_implementation(attention_choice()) or "babeleval kernels", "budget_s": args.budget_s,
               "dry_run": args.dry_run, "models": {}, "skipped": [], "errors": {}}
 
     def part(name, fn, into=None):
@@ -245,7 +246,7 @@ def main() -> None:
         if time.perf_counter() - start > args.budget_s:
             report["skipped"].append(name)
             continue
-        cfg = config(name, args.dry_run)
+        cfg = run_choices(config(name, args.dry_run))
         entry = report["models"][name] = {"arch": cfg.arch}
         try:
             model = random_model(cfg, dtype, tok)

@@ -9,7 +9,7 @@ import pytest
 
 from babeleval.engine.radix import LineArrays, radix_rows
 from babeleval.engine.scoring import fill_lines, tree_mask
-from babeleval.models.attention import attend, attend_fused, attention_implementation
+from babeleval.models.attention import attend, attend_fused, attention_choice, fused_implementation
 
 SHAPES = {"smollm2": (9, 3, 64), "gemma3": (4, 1, 256)}  # query heads, KV heads, head dim
 
@@ -76,10 +76,17 @@ def test_packed_option_rows():
     _same(q, k, v, tree_mask(jnp.asarray(ends)))
 
 
-def test_kernels_on_cpu_unless_asked(monkeypatch):
-    assert attention_implementation() is None  # CPU: babeleval's tuned kernels
+def test_kernels_on_cpu_unless_asked(monkeypatch, tmp_path):
+    """The choice is the run's, written into the model config at load (BABELEVAL_ATTENTION),
+    not read while tracing."""
+    from babeleval.loading import load_model
+    from tiny_models import build
+
+    assert attention_choice() == "auto" and fused_implementation("auto") is None  # CPU: babeleval's kernels
+    build("llama", tmp_path)
     monkeypatch.setenv("BABELEVAL_ATTENTION", "xla")
-    assert attention_implementation() == "xla"
+    model = load_model(str(tmp_path))
+    assert model.config.attention == "xla" and fused_implementation(model.config.attention) == "xla"
     monkeypatch.setenv("BABELEVAL_ATTENTION", "flash")
     with pytest.raises(Exception, match="BABELEVAL_ATTENTION='flash'"):
-        attention_implementation()
+        load_model(str(tmp_path))

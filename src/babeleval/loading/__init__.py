@@ -112,7 +112,7 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
         config = load_config(path / CONFIG)
         placed_on, sharding = load_placement(config, abstract_params(config, jdtype), mesh)
         config, params, tokenizer = restore_params(path, jdtype, sharding)
-        return LoadedModel(config, params, tokenizer, jdtype, str(path), placed_on)
+        return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on)
     if path.suffix == ".gguf":
         raw, tensors, meta = read_gguf(path)
         config = config_from_hf(raw, str(path))
@@ -134,7 +134,15 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
     placed_on, sharding = load_placement(config, abstract, mesh)
     params = to_param_tree(tensors, config, abstract, str(path), jdtype,
                            place=lambda key, array: jax.device_put(array, sharding(key, array.shape)))
-    return LoadedModel(config, params, tokenizer, jdtype, str(path), placed_on)
+    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on)
 
 
-__all__ = ["LoadedModel", "load_model", "resolve", "cache_dir", "DEFAULT_MODEL", "ALIASES"]
+def run_choices(config):
+    """The config with what the run chooses rather than the checkpoint: how attention is
+    computed (BABELEVAL_ATTENTION: models/attention.py), for the models that attend."""
+    from ..models.attention import attention_choice
+
+    return dataclasses.replace(config, attention=attention_choice()) if hasattr(config, "attention") else config
+
+
+__all__ = ["LoadedModel", "load_model", "resolve", "run_choices", "cache_dir", "DEFAULT_MODEL", "ALIASES"]

@@ -182,16 +182,26 @@ def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offse
 ATTENTION_ENV = "BABELEVAL_ATTENTION"
 
 
-def attention_implementation() -> str | None:
-    """None: babeleval's kernels above (CPU: the chunked loops were tuned there); else the
-    `implementation` of jax.nn.dot_product_attention ("" lets JAX pick: cuDNN's flash kernel on
-    GPU, XLA's on TPU). BABELEVAL_ATTENTION=kernels|xla|cudnn|auto chooses (default auto)."""
+ATTENTION_CHOICES = ("auto", "kernels", "xla", "cudnn")
+
+
+def attention_choice() -> str:
+    """The run's choice, made at its edge (load_model writes it into the model config, as
+    MaxText's `attention` setting): BABELEVAL_ATTENTION=kernels|xla|cudnn|auto (default auto)."""
     chosen = os.environ.get(ATTENTION_ENV, "auto")
-    if chosen not in ("auto", "kernels", "xla", "cudnn"):
+    if chosen not in ATTENTION_CHOICES:
         raise BabelevalError(f"{ATTENTION_ENV}={chosen!r}: expected auto, kernels, xla or cudnn")
-    if chosen == "auto":
+    return chosen
+
+
+def fused_implementation(choice: str) -> str | None:
+    """A config's `attention` as the models use it. None: babeleval's kernels above (CPU: the
+    chunked loops were tuned there); else the `implementation` of jax.nn.dot_product_attention
+    ("" lets JAX pick: cuDNN's flash kernel on GPU, XLA's on TPU). auto: the kernels on CPU,
+    JAX's pick elsewhere."""
+    if choice == "auto":
         return None if jax.default_backend() == "cpu" else ""
-    return None if chosen == "kernels" else chosen
+    return None if choice == "kernels" else choice
 
 
 def attend_fused(q, k, v, mask, scale, implementation: str = ""):

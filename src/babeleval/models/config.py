@@ -22,6 +22,7 @@ CHOICES = {
     "qk_norm_shape": ("head", "per_head", "all"),
     "pooling": ("cls", "mean", "pooler"),
     "moe_router": ("softmax", "sigmoid"),
+    "attention": ("auto", "kernels", "xla", "cudnn"),  # models/attention.py: fused_implementation
 }
 
 
@@ -96,6 +97,7 @@ class DecoderConfig:
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     pad_token_id: int | None = None
+    attention: str = "auto"  # how attention is computed (the run chooses: models/attention.py)
     kind: str = "decoder"
 
     def __post_init__(self):
@@ -173,6 +175,7 @@ class Seq2SeqConfig:
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     pad_token_id: int | None = 0
+    attention: str = "auto"
     kind: str = "seq2seq"
 
     def __post_init__(self):

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .config import DecoderConfig
-from .attention import attend, attend_fused, attention_implementation
+from .attention import attend, attend_fused, fused_implementation
 from .layers import MLP, Norm, alibi_slopes, apply_rope, rope_frequencies, sinusoids
 from .moe import MoE
 
@@ -73,7 +73,7 @@ class Attention(nn.Module):
             bias = -jnp.asarray(alibi_slopes(cfg.num_heads))[None, :, None, None] * distance[:, None].astype(jnp.float32)
         scale = cfg.attn_scale or cfg.head_dim ** -0.5
         offset = cache_index if isinstance(cache_index, int) else 0  # a traced index: one query (decode)
-        fused = attention_implementation()
+        fused = fused_implementation(cfg.attention)
         if fused is not None and bias is None and not cfg.attn_softcap:
             out = attend_fused(q, k, v, mask, scale, fused)
         else:

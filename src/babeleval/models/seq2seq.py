@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .attention import attend, attend_fused, attention_implementation
+from .attention import attend, attend_fused, fused_implementation
 from .config import Seq2SeqConfig
 from .layers import MLP, Norm, sinusoids
 
@@ -63,7 +63,7 @@ class Attention(nn.Module):
         b, t, _ = x.shape
         q = self.q(x).reshape(b, t, cfg.num_heads, cfg.head_dim)
         scale = cfg.attn_scale if cfg.attn_scale is not None else cfg.head_dim ** -0.5
-        fused = attention_implementation()
+        fused = fused_implementation(cfg.attention)
         if fused is not None and bias is None:
             return self.o(attend_fused(q, k, v, mask, scale, fused))
         return self.o(attend(q, k, v, mask, scale, None, bias))
