@@ -49,6 +49,14 @@ def grouped_matmul(rows, weights, sizes):
     return out.reshape(blocks * BLOCK, -1)[slot]
 
 
+def expert_matmul(choice: str):
+    """A config's moe_matmul as the function that runs it: auto picks the CPU blocks on CPU (XLA's
+    CPU ragged_dot multiplies every row by every expert), ragged_dot elsewhere."""
+    if choice == "auto":
+        choice = "grouped" if jax.default_backend() == "cpu" else "ragged"
+    return grouped_matmul if choice == "grouped" else ragged_matmul
+
+
 class MoE(nn.Module):
     cfg: DecoderConfig
     dtype: jnp.dtype
@@ -70,7 +78,7 @@ class MoE(nn.Module):
         order = jnp.argsort(chosen.reshape(-1), stable=True)  # (token, slot) pairs grouped by expert
         sizes = jnp.bincount(chosen.reshape(-1), length=experts)
         rows = tokens[order // k]
-        matmul = grouped_matmul if jax.default_backend() == "cpu" else ragged_matmul
+        matmul = expert_matmul(cfg.moe_matmul)
         grouped = lambda lhs, rhs: matmul(lhs, rhs, sizes).astype(self.dtype)
         h = ACTIVATIONS[cfg.activation](grouped(rows, gate)) * grouped(rows, up)
         out = jnp.zeros((order.shape[0], x.shape[-1]), self.dtype).at[order].set(grouped(h, down))
