@@ -179,6 +179,14 @@ def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offse
     return out[:, :t]
 
 
+def write_cache(cache, k, v, index):
+    """A layer's new keys and values [B, H, T, D] written into its cache at slot `index`; returns
+    the whole cached keys, values and the updated cache."""
+    k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, 0, index, 0))
+    v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), (0, 0, index, 0))
+    return k, v, {"k": k, "v": v}
+
+
 ATTENTION_ENV = "BABELEVAL_ATTENTION"
 
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .config import DecoderConfig
-from .attention import attend, attend_fused, fused_implementation
+from .attention import attend, attend_fused, fused_implementation, write_cache
 from .layers import MLP, Norm, alibi_slopes, apply_rope, rope_frequencies, sinusoids
 from .moe import MoE
 
@@ -62,9 +62,7 @@ class Attention(nn.Module):
             k = apply_rope(k, positions, inv_freq, cfg.rope_interleaved, rope_scale)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, D], the cache layout
         if cache is not None:
-            k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, 0, cache_index, 0))
-            v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), (0, 0, cache_index, 0))
-            cache = {"k": k, "v": v}
+            k, v, cache = write_cache(cache, k, v, cache_index)
         distance = q_positions[:, :, None] - kv_positions[:, None, :]  # [B, T, S]
         if sliding:
             mask = mask & (distance < cfg.sliding_window)

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .attention import attend, attend_fused, fused_implementation
+from .attention import attend, attend_fused, fused_implementation, write_cache
 from .config import Seq2SeqConfig
 from .layers import MLP, Norm, sinusoids
 
@@ -107,9 +107,7 @@ class DecoderLayer(nn.Module):
         h = self.self_norm(x)
         k, v = self.self_attn.keys_values(h)
         if cache is not None:
-            k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, 0, cache_index, 0))
-            v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), (0, 0, cache_index, 0))
-            cache = {"k": k, "v": v}
+            k, v, cache = write_cache(cache, k, v, cache_index)
         x = x + self.self_attn(h, k, v, mask, bias)
         x = x + self.cross_attn(self.cross_norm(x), cross["k"], cross["v"], cross_mask)
         return x + self.mlp(self.mlp_norm(x)), cache
