@@ -265,7 +265,7 @@ class BabelevalLM(TemplateLM):
         return {"scoring": {"requests": self.work.scoring_requests, "tokens_computed": s.tokens_computed,
                             "tokens_without_sharing": self.work.scoring_tokens_alone, "duplicates": s.duplicates,
                             "prefixes": s.prefixes, "prefix_tokens_reused": s.prefix_tokens_reused,
-                            "truncated": s.truncated, "seconds": round(s.seconds, 2)},
+                            "truncated": s.truncated, "contexts_encoded": s.contexts_encoded, "seconds": round(s.seconds, 2)},
                 "generation": {"requests": self.work.generation_requests, "prompt_tokens": g.prompt_tokens,
                                "prefix_tokens_reused": g.prefix_tokens_reused, "new_tokens": g.new_tokens,
                                "truncated": g.truncated, "seconds": round(g.seconds, 2)},

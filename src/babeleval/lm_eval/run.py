@@ -85,7 +85,8 @@ def stats_lines(stats: dict) -> list[str]:
         lines.append(f"  scoring: {s['requests']} requests in {s['seconds']:.1f} s, tokens computed {s['tokens_computed']} "
                      f"vs {s['tokens_without_sharing']} by a no-sharing engine ({100 * saved:.0f}% saved; "
                      f"{s['prefixes']} shared prefixes reused for {s['prefix_tokens_reused']} tokens), "
-                     f"{s['duplicates']} duplicates, {s['truncated']} truncated")
+                     f"{s['duplicates']} duplicates, {s['truncated']} truncated"
+                     + (f", {s['contexts_encoded']} contexts encoded once each" if s.get("contexts_encoded") else ""))
     if g["requests"]:
         lines.append(f"  generation: {g['requests']} prompts in {g['seconds']:.1f} s, {g['prompt_tokens']} prompt tokens "
                      f"({g['prefix_tokens_reused']} not prefilled again: shared prefixes), {g['new_tokens']} new tokens, "
