@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from babeleval.loading import load_model
-from babeleval.models.seq2seq import padded_inputs
+from babeleval.engine.forward import padded_causal
+from babeleval.models.seq2seq import encoder_inputs
 from tiny_models import SEQ2SEQ, VOCAB, build_seq2seq
 
 ENCODED, DECODED = 24, 20  # past the tiny configs' max distance of 20: log and clipped buckets
@@ -53,8 +54,9 @@ def max_error(model, config, torch_model) -> float:
                            decoder_attention_mask=torch.tensor(dec_valid.astype(np.int64))).logits.numpy()
     from babeleval.models import build_module
 
-    inputs = padded_inputs(jnp.asarray(tokens), jnp.asarray(valid), jnp.asarray(dec), jnp.asarray(dec_valid))
-    pos, mask, dec_pos, dec_mask, cross_mask = inputs
+    pos, mask = encoder_inputs(jnp.asarray(valid))
+    dec_pos, dec_mask = padded_causal(jnp.asarray(dec_valid))
+    cross_mask = jnp.broadcast_to(jnp.asarray(valid)[:, None, :], (2, DECODED, ENCODED))
     got = build_module(config).apply({"params": model.params}, jnp.asarray(tokens), pos, mask, jnp.asarray(dec), dec_pos,
                                      dec_mask, cross_mask)
     return float(np.abs(np.asarray(got) - want)[dec_valid].max())

@@ -17,6 +17,7 @@ import numpy as np
 from ..models import EncoderDecoder, build_module
 from ..models.config import EncoderConfig
 from ..models.encoder import pool
+from ..models.seq2seq import encoder_inputs
 from .buckets import CompileCounter, length_batches, padded_rows
 from .compile_cache import default_compilation_cache
 from ..placement.devices import data_shards, shard_batch, using
@@ -37,9 +38,8 @@ def decoder_mean_pooled(params, tokens, attention_mask, config, dtype=jnp.float3
 def encoder_mean_pooled(params, tokens, attention_mask, config, dtype=jnp.float32):
     """An encoder-decoder's encoder states, mean-pooled over the real tokens."""
     valid = attention_mask.astype(bool)
-    positions = jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0)
-    mask = valid[:, None, :] | jnp.eye(tokens.shape[1], dtype=bool)[None]
-    hidden = build_module(config, dtype).apply({"params": params}, tokens, positions, mask, method=EncoderDecoder.encode)
+    hidden = build_module(config, dtype).apply({"params": params}, tokens, *encoder_inputs(valid),
+                                               method=EncoderDecoder.encode)
     return pool(hidden, valid, "mean", False)
 
 

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models import EncoderDecoder, build_module
-from ..models.seq2seq import empty_cache
+from ..models.seq2seq import empty_cache, encoder_inputs
 from ..placement.devices import data_shards, per_device, shard_batch
 from ..runlog import warn_once
 from .buckets import batch_size_for, length_bucket, next_pow2, padded_rows
@@ -29,9 +29,7 @@ def _generate_on_device(params, stop_ids, tokens, valid, limits, config, dtype, 
     module = build_module(config, dtype)
     apply = lambda *args, method, **kw: module.apply({"params": params}, *args, method=method, **kw)
     b = tokens.shape[0]
-    positions = jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0)
-    encoded = apply(tokens, positions, valid[:, None, :] | jnp.eye(tokens.shape[1], dtype=bool)[None],
-                    method=EncoderDecoder.encode)
+    encoded = apply(tokens, *encoder_inputs(valid), method=EncoderDecoder.encode)
     cross = apply(encoded, method=EncoderDecoder.cross_keys_values)  # once per prompt, read by every step
     cross_mask = valid[:, None, :]
     kv_positions = jnp.broadcast_to(jnp.arange(slots), (b, slots))

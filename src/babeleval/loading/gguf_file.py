@@ -103,7 +103,9 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
         "num_key_value_heads": get("attention.head_count_kv", heads),
         "head_dim": head_dim,
         "max_position_embeddings": get("context_length", 8192),
-        "rms_norm_eps": get("attention.layer_norm_rms_epsilon", 1e-6),
+        **({"layer_norm_eps": get("attention.layer_norm_epsilon")}  # a LayerNorm family (Cohere)
+           if get("attention.layer_norm_epsilon") is not None
+           else {"rms_norm_eps": get("attention.layer_norm_rms_epsilon", 1e-6)}),
         "rope_parameters": {"rope_type": "default", "rope_theta": get("rope.freq_base", 10000.0)},
         "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
         "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
@@ -112,9 +114,6 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
         "final_logit_softcapping": get("final_logit_softcapping"),
         "tie_word_embeddings": "output.weight" not in tensor_names,
     }
-    if get("attention.layer_norm_epsilon") is not None:  # a LayerNorm family (Cohere)
-        raw.pop("rms_norm_eps")
-        raw["layer_norm_eps"] = get("attention.layer_norm_epsilon")
     if arch == "gptneox":  # Pythia: partial rotary, parallel residual (exact GELU, as its HF config says)
         raw.update(rotary_pct=get("rope.dimension_count", head_dim // 4) / head_dim, hidden_act="gelu",
                    use_parallel_residual=bool(get("use_parallel_residual", True)))

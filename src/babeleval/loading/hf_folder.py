@@ -60,8 +60,8 @@ def tensor_names(folder: Path) -> set[str]:
         if index.exists():
             return set(read_json(index)["weight_map"])
     files, kind = _weight_files(folder)
-    if kind == "torch":
-        return {name for name, _ in _torch_items(files)}
+    if kind == "torch":  # memory-mapped: the keys without converting a tensor
+        return {name for state in _torch_states(files) for name in state}
     names = set()
     for file in files:
         with safe_open(str(file), framework="numpy") as handle:
@@ -93,9 +93,9 @@ def weight_items(folder: Path):
             raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
 
 
-def _torch_items(files: list[Path]):
-    """(name, float32 or native numpy array) from torch pickles, read with weights_only (no code
-    runs) and memory-mapped; needs torch."""
+def _torch_states(files: list[Path]):
+    """Each torch pickle's state dict, read with weights_only (no code runs) and memory-mapped
+    (a tensor is read when it is used); needs torch."""
     try:
         import torch
     except ImportError:
@@ -103,12 +103,18 @@ def _torch_items(files: list[Path]):
                              "the folder to safetensors") from None
     for file in files:
         try:
-            state = torch.load(str(file), map_location="cpu", weights_only=True, mmap=True)
+            yield torch.load(str(file), map_location="cpu", weights_only=True, mmap=True)
         except Exception as exc:  # unpickling errors, truncated files
             raise BabelevalError(f"{file}: unreadable torch weights ({exc})") from None
+
+
+def _torch_items(files: list[Path]):
+    """(name, float32 or native numpy array) of every tensor in torch pickles."""
+    import torch
+
+    for state in _torch_states(files):
         for name, tensor in state.items():
-            tensor = tensor.float() if tensor.dtype == torch.bfloat16 else tensor
-            yield name, tensor.numpy()
+            yield name, (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy()
 
 
 def hf_tokenizer(folder: Path, raw_config: dict, add_bos: bool) -> HFTokenizer:

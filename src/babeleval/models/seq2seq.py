@@ -123,10 +123,9 @@ class EncoderDecoder(nn.Module):
         self.encoder = [EncoderLayer(cfg, self.dtype) for _ in range(cfg.encoder_layers)]
         self.decoder = [DecoderLayer(cfg, self.dtype) for _ in range(cfg.decoder_layers)]
         self.encoder_norm, self.decoder_norm = _norm(cfg), _norm(cfg)
-        if cfg.position == "relative":
-            table = lambda: nn.Embed(cfg.relative_buckets, cfg.num_heads, dtype=jnp.float32, param_dtype=self.dtype)
-            self.encoder_bias = [table() for i in range(cfg.encoder_layers) if cfg.has_relative_bias(i)]
-            self.decoder_bias = [table() for i in range(cfg.decoder_layers) if cfg.has_relative_bias(i)]
+        table = lambda: nn.Embed(cfg.relative_buckets, cfg.num_heads, dtype=jnp.float32, param_dtype=self.dtype)
+        self.encoder_bias = [table() for i in range(cfg.encoder_layers) if cfg.has_relative_bias(i)]  # [] unless relative
+        self.decoder_bias = [table() for i in range(cfg.decoder_layers) if cfg.has_relative_bias(i)]
         if not cfg.tie_embeddings:
             self.lm_head = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
                                     dot_general=partial(jax.lax.dot_general, preferred_element_type=jnp.float32))
@@ -155,8 +154,7 @@ class EncoderDecoder(nn.Module):
     def encode(self, tokens, positions, mask):
         """tokens, positions: [B, S]; mask: [B, S, S] -> final-normed states [B, S, D]."""
         x = self._embed(tokens, positions)
-        biases = self._biases(self.encoder_bias if self.cfg.position == "relative" else (), len(self.encoder),
-                              positions, positions, True)
+        biases = self._biases(self.encoder_bias, len(self.encoder), positions, positions, True)
         for layer, bias in zip(self.encoder, biases):
             x = layer(x, mask, bias)
         return self.encoder_norm(x)
@@ -171,8 +169,7 @@ class EncoderDecoder(nn.Module):
         [B, T, S_enc]. Returns the final-normed states [B, T, D] and the updated cache (or None)."""
         x = self._embed(tokens, positions)
         kv_positions = positions if kv_positions is None else kv_positions
-        biases = self._biases(self.decoder_bias if self.cfg.position == "relative" else (), len(self.decoder),
-                              positions, kv_positions, False)
+        biases = self._biases(self.decoder_bias, len(self.decoder), positions, kv_positions, False)
         new_cache = []
         for i, (layer, bias) in enumerate(zip(self.decoder, biases)):
             x, layer_cache = layer(x, mask, bias, cross[i], cross_mask, None if cache is None else cache[i], cache_index)
@@ -199,12 +196,8 @@ def empty_cache(cfg: Seq2SeqConfig, batch: int, length: int, dtype=jnp.float32):
     return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(cfg.decoder_layers)]
 
 
-def padded_inputs(tokens, valid, dec_tokens, dec_valid):
-    """Positions and masks of padded encoder rows [B, S] and their decoder rows [B, T] (padding
-    anywhere; positions count real tokens): what `EncoderDecoder.__call__` takes."""
+def encoder_inputs(valid):
+    """Positions (counting real tokens) and the [B, S, S] mask of padded encoder rows valid [B, S]
+    (padding anywhere; a padding token sees itself): what `EncoderDecoder.encode` takes."""
     positions = jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0)
-    dec_positions = jnp.maximum(jnp.cumsum(dec_valid, axis=1) - 1, 0)
-    t = dec_tokens.shape[1]
-    mask = valid[:, None, :] | jnp.eye(tokens.shape[1], dtype=bool)[None]
-    dec_mask = jnp.tril(jnp.ones((t, t), bool))[None] & dec_valid[:, None, :] | jnp.eye(t, dtype=bool)[None]
-    return positions, mask, dec_positions, dec_mask, jnp.broadcast_to(valid[:, None, :], (tokens.shape[0], t, tokens.shape[1]))
+    return positions, valid[:, None, :] | jnp.eye(valid.shape[1], dtype=bool)[None]
