@@ -108,7 +108,7 @@ def test_policies_are_checked_like_other_fields(tmp_path):
 def test_lm_eval_tasks_follow_the_same_policy(tmp_path):
     """`lm-eval:FILE` tasks: kept rows carry their problems, skip leaves them out, error
     refuses, with the same problems as our own task files find."""
-    from babeleval.tasks.lm_eval_task import load_lm_eval_task, prepare_lm_eval
+    from babeleval.lm_eval.tasks import load_lm_eval_task, prepare_lm_eval
 
     yaml = tmp_path / "messy_lm_eval.yaml"
     yaml.write_text(LM_EVAL_TASK, encoding="utf-8")

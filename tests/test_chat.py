@@ -266,7 +266,7 @@ def test_lm_eval_task_with_the_models_template(monkeypatch):
     instruction, 5 demonstrations as turns) and our template renders them: the context equals
     lm-eval's own with HFLM's apply_chat_template (transformers) on SmolLM2."""
     from babeleval.tasks.chat_prompts import resolve_chat
-    from babeleval.tasks.lm_eval_task import load_lm_eval_task, prepare_lm_eval
+    from babeleval.lm_eval.tasks import load_lm_eval_task, prepare_lm_eval
 
     root = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(root)  # the fixture names its data as ../shared/data

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from babeleval.cli.main import cli
 from babeleval.errors import BabelevalError
 from babeleval.evaluate import evaluate, prepare_task
-from babeleval.tasks.files import find_tasks
+from babeleval.evaluate import find_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "lm_eval_run"
@@ -190,7 +190,7 @@ def test_shuffled_orders_keep_the_original_demonstrations(tmp_path):
 def test_a_skipped_document_still_takes_its_few_shot_draw(monkeypatch):
     """--bad-rows skip leaves a document out; lm-eval scores it, drawing its demonstrations from
     the seeded sampler: the documents after it must still get the plain run's demonstrations."""
-    import babeleval.tasks.lm_eval_task as lm_eval_task
+    import babeleval.lm_eval.tasks as lm_eval_task
 
     spec, shots = f"lm-eval:{XCOPA}", {"fewshot": {"n": 3}}
     full = prepare_task(find_tasks(spec, overrides=shots)[0], limit=6)[0].items

@@ -52,8 +52,7 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
     """model: a LoadedModel; mesh: 'auto', 'data=D,model=M' or (D, M). Returns the measurements
     (see the module docstring); devices records the mesh and the weights per device."""
     from .placement.devices import describe
-    from .evaluate import prepare_task
-    from .tasks.files import find_tasks
+    from .evaluate import find_tasks, prepare_task
 
     from .tasks.chat_prompts import resolve_chat
 

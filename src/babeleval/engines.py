@@ -1,6 +1,6 @@
 """Request type -> engine: Loglikelihood -> Scorer, Generate -> Generator (their seq2seq twins
 for encoder-decoders: engine/seq2seq_scoring.py, engine/seq2seq_generate.py), LmEvalGenerate ->
-lm-eval's HF-backend rules over the same Generator (lm_eval/model.py), Embed -> the model's
+lm-eval's HF-backend rules over the same Generator (lm_eval/exact.py), Embed -> the model's
 embedder behind the on-disk embedding cache (retrieval/cache.py).
 The runner hands over a list of requests and gets the answers in the same order; it never
 asks which task they came from. Engines are built on first use (a generation-only run
@@ -60,9 +60,12 @@ class Engines:
             elif kind is Generate:
                 self.built[kind] = generator_for(self.model, batch_size=self.batch_size, mesh=self.mesh)
             elif kind is LmEvalGenerate:
-                from .lm_eval import BabelevalLM
+                from .lm_eval import require_lm_eval
 
-                self.built[kind] = BabelevalLM(self.model, batch_size=self.batch_size, mesh=self.mesh).generator
+                require_lm_eval()
+                from .lm_eval.exact import exact_generator
+
+                self.built[kind] = exact_generator(self.model, batch_size=self.batch_size, mesh=self.mesh)
             else:
                 from .retrieval.embedders import ModelEmbedder
 

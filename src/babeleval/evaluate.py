@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engines import Engines, is_embedder
+from .lm_eval.tasks import PREFIX as LM_EVAL, load_lm_eval_task, prepare_lm_eval
 from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
 from .runlog import RunLog
@@ -27,7 +28,7 @@ from .tasks.bad_rows import report_bad_rows
 from .tasks.chat_prompts import chat_summary, resolve_chat
 from .tasks.config import TaskConfig, Variant
 from .tasks.documents import load_documents, load_pool, load_shots
-from .tasks.files import find_tasks
+from .tasks import files
 from .tasks.kinds import kind_for
 
 CHUNK = 256  # documents between two appends to the samples file
@@ -42,11 +43,15 @@ class Unit:
     items: list
 
 
+def find_tasks(spec: str, task_dirs=(), overrides: dict | None = None) -> list[TaskConfig]:
+    """A babeleval task or suite (tasks/files.py), or an lm-evaluation-harness task named
+    lm-eval:NAME or lm-eval:FILE.yaml (lm_eval/tasks.py)."""
+    return files.find_tasks(spec, task_dirs, overrides, {LM_EVAL: load_lm_eval_task})
+
+
 def prepare_task(task: TaskConfig, data: Path | None = None, limit: int | None = None,
                  sample: int | None = None) -> list[Unit]:
     if task.kind == "lm_eval":  # lm-evaluation-harness builds its own documents and requests
-        from .tasks.lm_eval_task import prepare_lm_eval
-
         return [Unit(*unit) for unit in prepare_lm_eval(task, limit, sample)]
     units = []
     for variant in task.variants:

@@ -11,71 +11,19 @@ keeps its last max_length + 1 tokens, and rolling windows are lm_eval.utils' own
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from dataclasses import dataclass
 
 from lm_eval.api.model import TemplateLM
-from lm_eval.models.utils import handle_stop_sequences, has_bos_prefix, postprocess_generated_text
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from babeleval.engine.generate import GenerationStats, Generator
+from babeleval.engine.generate import GenerationStats
 from babeleval.engine.scoring import Scorer, ScoringStats
-from babeleval.engine.seq2seq_generate import Seq2SeqGenerator
 from babeleval.engine.seq2seq_scoring import Seq2SeqScorer
 from babeleval.errors import BabelevalError
-from babeleval.requests import Generate, GenerateResult
-from babeleval.tasks.lm_eval_task import HFLM_MAX_GEN_TOKS, greedy_request
-
-
-class LmEvalRules:
-    """HFLM's prompts and texts, over either generator: the prompt encoded by the backend's
-    tok_encode (BOS as the tokenizer adds it, not twice after a chat template; T5's closing
-    </s>) and cut to its last prompt_room tokens (max_length - max_gen_toks for a decoder, the
-    encoder's whole max_length for an encoder-decoder); the EOS token's text one more stop string
-    (handle_stop_sequences); the text decoded up to EOS and cut at the first stop string, and
-    nothing else (the base generators also drop a partial UTF-8 character at a length cut, which
-    HF's decode keeps as U+FFFD). Answers `babeleval lm-eval` and the lm-eval tasks of
-    `babeleval run` alike."""
-
-    def __init__(self, model, encode, eos_text: str | None, **kwargs):
-        super().__init__(model, **kwargs)
-        self.encode = encode
-        self.eos_text = eos_text
-
-    def generate_results(self, requests: list[Generate], progress=None) -> list[GenerateResult]:
-        requests = [dataclasses.replace(r, stop=tuple(handle_stop_sequences(list(r.stop), eos=self.eos_text)))
-                    for r in requests]
-        return super().generate_results(requests, progress)
-
-    def prompt_tokens(self, context: str, max_new: int) -> list[int]:
-        ids, room = self.encode(context), self.prompt_room(max_new)
-        if len(ids) > room:
-            self.stats.truncated += 1
-        return ids[-room:]
-
-    def _result(self, ids: list[int], stops, max_chars: int | None) -> GenerateResult:
-        tok = self.model.tokenizer
-        ids = [t for t in ids if t >= 0]
-        if tok.eos_id in ids:
-            ids = ids[:ids.index(tok.eos_id)]
-        self.stats.new_tokens += len(ids)
-        return GenerateResult(postprocess_generated_text(tok.decode(ids), list(stops), None), "", len(ids))
-
-
-class ExactGenerator(LmEvalRules, Generator):
-    """A decoder's generate_until as HFLM answers it."""
-
-
-class ExactSeq2SeqGenerator(LmEvalRules, Seq2SeqGenerator):
-    """An encoder-decoder's generate_until as HFLM (backend "seq2seq") answers it: generate's
-    max_length is the prompt's length + max_gen_toks, counted in decoder tokens with the start
-    token, so a row makes up to len(prompt) + max_gen_toks - 1 new tokens (HFLM's prompt length is
-    its padded batch's: equal at batch size 1)."""
-
-    def new_token_limit(self, prompt: list[int], max_new: int) -> int:
-        return len(prompt) + max_new - 1
+from babeleval.lm_eval.exact import ExactGenerator, ExactSeq2SeqGenerator, HFTokens, exact_generator, model_max_length
+from babeleval.lm_eval.tasks import HFLM_MAX_GEN_TOKS, greedy_request
 
 
 @dataclass
@@ -105,8 +53,8 @@ class BabelevalLM(TemplateLM):
         self.model = pretrained
         self.tok = pretrained.tokenizer
         self.backend = "seq2seq" if pretrained.config.kind == "seq2seq" else "causal"  # TemplateLM's _encode_pair reads it
-        self.max_length = min(int(max_length or pretrained.config.max_positions), pretrained.config.max_positions)
-        self.add_bos_token = add_bos_token
+        self.max_length = model_max_length(pretrained, max_length)
+        self.tokens = HFTokens(self.tok, add_bos_token)
         self._max_gen_toks = int(max_gen_toks)
         self.batch_size = None if batch_size in (None, "auto") else int(batch_size)
         self.share_prefixes = share_prefixes
@@ -124,9 +72,8 @@ class BabelevalLM(TemplateLM):
 
     @functools.cached_property
     def generator(self) -> ExactGenerator | ExactSeq2SeqGenerator:
-        engine = ExactSeq2SeqGenerator if self.backend == "seq2seq" else ExactGenerator
-        return engine(self.model, self.tok_encode, self.special_text(self.eot_token_id), max_length=self.max_length,
-                      batch_size=self.batch_size, share_prefixes=self.share_prefixes, mesh=self.mesh)
+        return exact_generator(self.model, self.tokens, self.max_length, batch_size=self.batch_size,
+                               share_prefixes=self.share_prefixes, mesh=self.mesh)
 
     # -- tokenisation, as HFLM ------------------------------------------------------------
     @property
@@ -135,42 +82,14 @@ class BabelevalLM(TemplateLM):
 
     @property
     def prefix_token_id(self) -> int:
-        return self.tok.bos_id if self.tok.bos_id is not None else self.tok.eos_id
+        return self.tokens.prefix_token_id
 
     @property
     def max_gen_toks(self) -> int:
         return self._max_gen_toks
 
-    def special_text(self, token_id: int | None) -> str | None:
-        """A token's text with special tokens spelled out (HF's decode(id), skip_special_tokens=False)."""
-        if token_id is None:
-            return None
-        backend = getattr(self.tok, "backend", None)
-        return backend.decode([token_id], skip_special_tokens=False) if backend is not None else self.tok.decode([token_id])
-
-    @functools.cached_property
-    def _bos_text(self) -> str | None:
-        return self.special_text(self.prefix_token_id)
-
-    @functools.cached_property
-    def _adds_special_tokens(self) -> bool:
-        """What HF's encode(text) does by default: the tokenizer's post-processor, or the
-        family's BOS (a GGUF's add_bos_token)."""
-        return bool(self.tok.prefix) or self.tok.encode_batch(["a"], special_tokens=True)[0] != self.tok.encode("a")
-
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, left_truncate_len=None, **kwargs):
-        add = add_special_tokens if add_special_tokens is not None else self.add_bos_token
-        if add_special_tokens is None and has_bos_prefix(string, self._bos_text):
-            add = False
-        if add is None:
-            add = self._adds_special_tokens
-        if not add:
-            ids = self.tok.encode(string)
-        elif self.tok.prefix:
-            ids = self.tok.prefix + self.tok.encode(string)
-        else:
-            ids = self.tok.encode_batch([string], special_tokens=True)[0]
-        return ids[-left_truncate_len:] if left_truncate_len else ids
+        return self.tokens.encode(string, add_special_tokens, left_truncate_len)
 
     def tok_decode(self, tokens, skip_special_tokens: bool = True) -> str:
         return self.tok.decode(tokens)

@@ -110,17 +110,17 @@ def suite_members(spec: str, task_dirs=()) -> list[str] | None:
     return raw["suite"]
 
 
-def find_tasks(spec: str, task_dirs=(), overrides: dict | None = None) -> list[TaskConfig]:
-    """A task, or every task of a suite (proverbeval: the paper's three tasks), or an
-    lm-evaluation-harness task (lm-eval:NAME or lm-eval:FILE.yaml, tasks/lm_eval_task.py)."""
-    if spec.startswith("lm-eval:"):
-        from .lm_eval_task import load_lm_eval_task
-
-        return [load_lm_eval_task(spec[len("lm-eval:"):], overrides)]
+def find_tasks(spec: str, task_dirs=(), overrides: dict | None = None, prefixed: dict | None = None) -> list[TaskConfig]:
+    """A task, or every task of a suite (proverbeval: the paper's three tasks). `prefixed` maps
+    a spec prefix to the loader of tasks defined elsewhere (the layers above pass
+    {"lm-eval:": lm_eval.tasks.load_lm_eval_task}; a suite may list such tasks too)."""
+    for prefix, load in (prefixed or {}).items():
+        if spec.startswith(prefix):
+            return [load(spec[len(prefix):], overrides)]
     members = suite_members(spec, task_dirs)
     if members is None:
         return [find_task(spec, task_dirs, overrides)]
-    return [t for member in members for t in find_tasks(member, task_dirs, overrides)]
+    return [t for member in members for t in find_tasks(member, task_dirs, overrides, prefixed)]
 
 
 def list_tasks(task_dirs=()) -> list[TaskConfig]:

@@ -6,7 +6,7 @@ its docs, few-shot contexts (same seed as `lm_eval.simple_evaluate`), requests, 
 and per-document metrics. babeleval only answers the requests with its engines, so the
 records equal a plain lm-eval run's while the run gains what lm-eval lacks: records per
 document with resume after a kill, stderr in results.json, `babeleval report`, and the
-choice-order axis (lm_eval_orders.py). Each leaf lm-eval task is a subset (xcopa_sw,
+choice-order axis (lm_eval/orders.py). Each leaf lm-eval task is a subset (xcopa_sw,
 xcopa_ta); a variant's signature hashes lm-eval's own config dump, so a changed YAML or
 utils function never resumes into old records.
 """
@@ -23,9 +23,9 @@ import numpy as np
 from ..errors import BabelevalError
 from ..metrics.means import mean_and_stderr
 from ..requests import LmEvalGenerate, Loglikelihood
-from .bad_rows import BadRowLog, lm_eval_problems
-from .config import BadRows, TaskConfig, parse_bad_rows, parse_chat
-from .order import expand_orders, permutation
+from ..tasks.bad_rows import BadRowLog, lm_eval_problems
+from ..tasks.config import BadRows, TaskConfig, parse_bad_rows, parse_chat
+from ..tasks.order import expand_orders
 from ..provenance import text_hash
 
 PREFIX = "lm-eval:"
@@ -47,7 +47,7 @@ class LmEvalVariant:
     config_hash: str
     num_fewshot: int
     lm_task: object = field(compare=False, repr=False)
-    options: object = field(default=None, compare=False, repr=False)  # lm_eval_orders.OptionFields
+    options: object = field(default=None, compare=False, repr=False)  # orders.OptionFields
     order_seed: int = 1234
     kind: str = "lm_eval"
     script: str = ""
@@ -177,7 +177,7 @@ def _languages(subsets: list[str]) -> dict[str, str]:
 
 def load_lm_eval_task(spec: str, overrides: dict | None = None) -> TaskConfig:
     """`lm-eval:SPEC` -> a TaskConfig whose variants are LmEvalVariants (kind lm_eval)."""
-    from .lm_eval_orders import option_fields
+    from .orders import option_fields
 
     overrides = overrides or {}
     where = f"{PREFIX}{spec}"
@@ -262,7 +262,7 @@ def _problems(variant: LmEvalVariant, doc: dict, log: BadRowLog, origin: str) ->
 def _item(variant: LmEvalVariant, doc_id: str, index: int, doc: dict, problems: tuple[str, ...] = ()) -> LmEvalItem:
     from contextlib import nullcontext
 
-    from .lm_eval_orders import permuted_document, shots_exclude
+    from .orders import permuted_document, shots_exclude
 
     lm_task, order, texts, original = variant.lm_task, None, None, doc
     if variant.options is not None:

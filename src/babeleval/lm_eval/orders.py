@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import BabelevalError
-from .config import LETTERS
-from .order import permutation
+from ..tasks.config import LETTERS
+from ..tasks.order import permutation
 
 INDEXED = re.compile(r"^(.*?)(\d+|[A-Za-z])$")
 
