@@ -16,7 +16,7 @@ import numpy as np
 ARCHS = {"qwen2_moe": ("qwen2moe", "QWEN2MOE"), "qwen3_moe": ("qwen3moe", "QWEN3MOE"),
          "cohere": ("command-r", "COMMAND_R"), "cohere2": ("cohere2", "COHERE2"), "mixtral": ("llama", "LLAMA"),
          "olmoe": ("olmoe", "OLMOE"), "olmo2": ("olmo2", "OLMO2"), "gpt_neox": ("gptneox", "GPTNEOX"),
-         "phi3": ("phi3", "PHI3")}
+         "phi3": ("phi3", "PHI3"), "gemma2": ("gemma2", "GEMMA2"), "gemma3_text": ("gemma3", "GEMMA3")}
 TOKENIZER_KEYS = ("model", "pre", "tokens", "token_type", "merges", "bos_token_id", "eos_token_id",
                   "unknown_token_id", "padding_token_id", "add_bos_token")
 
@@ -63,6 +63,7 @@ def write_gguf(folder: Path, path: Path) -> Path:
     writer.add_head_count_kv(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
     writer.add_key_length(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
     rope = cfg.get("rope_parameters") or {}
+    rope = rope.get("full_attention", rope)  # Gemma 3: the global layers' theta (the local one is llama.cpp's fixed 10,000)
     writer.add_rope_freq_base(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
     if rope.get("rope_type") == "longrope":  # Phi-3: factors as tensors, the rest as keys
         original = rope.get("original_max_position_embeddings") or cfg["original_max_position_embeddings"]
@@ -83,6 +84,9 @@ def write_gguf(folder: Path, path: Path) -> Path:
         writer.add_layer_norm_eps(cfg["layer_norm_eps"])
     if cfg.get("logit_scale") is not None:
         writer.add_logit_scale(cfg["logit_scale"])
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):  # Gemma 2
+        if cfg.get(key):
+            getattr(writer, f"add_{key}")(cfg[key])
     if cfg.get("sliding_window"):
         writer.add_sliding_window(cfg["sliding_window"])
     if "num_experts_per_tok" in cfg:
@@ -101,6 +105,8 @@ def write_gguf(folder: Path, path: Path) -> Path:
         target = names.get_name(name, try_suffixes=(".weight", ".bias"))
         if target is None:
             raise KeyError(f"{name}: no GGUF name for {arch}")
+        if arch.startswith("gemma") and "norm" in target:
+            array = array + 1.0  # llama.cpp stores Gemma's norm weights with the 1 added
         if target.endswith("ffn_gate_inp_shexp.weight"):
             array = array.reshape(-1)  # llama.cpp keeps the shared expert's gate as a vector
         if arch == "gptneox" and "attn_qkv" in target:  # per-head [q, k, v] blocks -> all q, all k, all v

@@ -59,6 +59,7 @@ GPTNEOX_NAMES = [
     (r"blk\.(\d+)\.ffn_up", NEOX + "mlp.dense_h_to_4h"),
     (r"blk\.(\d+)\.ffn_down", NEOX + "mlp.dense_4h_to_h"),
 ]
+GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}  # how llama.cpp tells Gemma 2/3 27B (query_pre_attn_scalar 144/168)
 SANDWICH = ("gemma2", "gemma3")  # their ffn_norm is the pre-feedforward norm
 
 
@@ -121,21 +122,18 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
         raw["sliding_window"] = get("attention.sliding_window")
     if arch in ("command-r", "cohere2"):  # Aya 23, Command R/R+; Aya Expanse, Command R7B
         raw.update(logit_scale=get("logit_scale", 1.0), use_qk_norm="blk.0.attn_q_norm.weight" in tensor_names)
-    if arch == "cohere2":  # llama.cpp's fixed pattern: every 4th layer global, the rest sliding
-        raw.update(sliding_window=get("attention.sliding_window"), sliding_window_pattern=4)
+    if arch in ("cohere2", "gemma2", "gemma3"):
+        # llama.cpp's fixed layer patterns (Gemma 2: alternating from a sliding first layer; Gemma 3:
+        # five sliding then a global one; Cohere 2: three then one) and Gemma 3's local rotary base
+        # (10,000) are transformers' legacy defaults: the layer types are derived in one place
+        # (hf_config._layer_types), as for a hub config.json without layer_types
+        raw["sliding_window"] = get("attention.sliding_window")
     if experts:  # every layer a mixture of experts
         raw.update(num_experts=experts, num_experts_per_tok=get("expert_used_count"),
                    moe_intermediate_size=get("expert_feed_forward_length"), norm_topk_prob=NORM_TOPK.get(arch, False),
                    shared_expert_intermediate_size=get("expert_shared_feed_forward_length", 0), mlp_only_layers=[])
-    if arch in ("gemma2", "gemma3"):
-        window = get("attention.sliding_window")
-        period = 2 if arch == "gemma2" else 6  # llama.cpp's fixed layer patterns
-        raw["sliding_window"] = window
-        raw["query_pre_attn_scalar"] = head_dim
-        raw["layer_types"] = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(layers)]
-    if arch == "gemma3":
-        raw["rope_parameters"] = {"full_attention": raw["rope_parameters"],
-                                  "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    if arch in ("gemma2", "gemma3"):  # llama.cpp's query scale: by head size, but hidden / heads for the 27B models
+        raw["query_pre_attn_scalar"] = hidden // heads if layers == GEMMA_27B_LAYERS[arch] else head_dim
     return raw
 
 
