@@ -47,6 +47,16 @@ def shared_data() -> Path:
     return SHARED
 
 
+@pytest.fixture(scope="session")
+def tiny_smollm2(tmp_path_factory) -> Path:
+    """A random decoder shaped as SmolLM2-135M, with its tokenizer (tiny_models.SHAPED): an HF folder."""
+    from tiny_models import build_shaped
+
+    folder = tmp_path_factory.mktemp("tiny-smollm2")
+    build_shaped("smollm2", folder)
+    return folder
+
+
 def pytest_collection_modifyitems(items):
     """tests/test_mesh.py first: its workers hold up to 8 copies of the weights (8 virtual CPU
     devices are one host's memory), best started while this process is still small (by the

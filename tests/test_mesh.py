@@ -2,13 +2,18 @@
 meshes 8x1, 2x4 and 1x8 give the 1-device results on real XCOPA-sw and 5-shot SIB-200
 (MILU prompt), greedy XQuAD-hi and embeddings (4x2: a random decoder's greedy generation);
 weights split by the rule table, with the tensors whose heads do not divide the model axis
-(SmolLM2: 9 heads, 3 KV heads; Gemma 3 270M: 4 heads, 1 KV head) held whole, counted; bytes
-per device read from the arrays' shards; generation's KV caches (decode caches, prefix tables)
-split by KV heads along model where they divide it (a random decoder's 4 KV heads over 2 and
-4, whole over 8; SmolLM2's 3: never), from their shards too. A run on a (2, 2) mesh from the
-CLI, killed and resumed, equals an uninterrupted 1-device run; two jax.distributed processes
-x 2 devices with data=2,model=2 split the scored rows and the prompts between them and equal
-one process."""
+held whole, counted; bytes per device read from the arrays' shards; generation's KV caches
+(decode caches, prefix tables) split by KV heads along model where they divide it (a random
+decoder's 4 KV heads over 2 and 4, whole over 8; SmolLM2's 3: never), from their shards too,
+and a prefix table holds its prefixes only (never a padded row per data shard). A run on a
+(2, 2) mesh from the CLI, killed and resumed, equals an uninterrupted 1-device run; two
+jax.distributed processes x 2 devices with data=2,model=2 split the scored rows and the prompts
+between them and equal one process.
+
+The decoders are random, shaped as SmolLM2-135M (9 query heads, 3 KV heads, its tokenizer) and
+Gemma 3 270M (4 query heads, 1 KV head) with 3 layers (tiny_models.SHAPED): placement and
+sharding depend on those shapes, not on the weights, and 30 real layers compiled once per mesh
+cost CI minutes. Real weights on every shape: tests/test_parity_real.py, tests/test_golden.py."""
 import json
 import os
 import socket
@@ -25,15 +30,10 @@ pytestmark = pytest.mark.full
 WORKER = Path(__file__).parent / "mesh_worker.py"
 MESHES = ("8x1", "4x2", "2x4", "1x8")
 PARTS = "xcopa-sw,sib200-milu,generate,embed,tiny"
-# 8x1 once peaked at 11.7 GB, 4.5 GB of it the prefix table: one 1,216-token prefix padded to a
-# row per data shard (8 x 1,536 slots), placed whole on each of the 8 devices; the table now holds
-# its prefixes only (engine/prefix.py::prefix_table): 8.8 GiB with a cold compilation cache (7.1 GiB
-# without shared prefixes; 4.3 GB of it the 8 copies of the weights): test_8x1_generates_within_10_gb.
 # Rounds of worker processes, the processes of a round at once (a worker compiles on one core most of
-# the time; two keep both busy); 8x1 (8.8 GiB) beside 2x4 (~3 GiB), the small 4x2 worker in the first
-# round. 4x2 runs the random 4-KV-head decoder only (its KV heads split in two there, in four on
-# 2x4): SmolLM2's parts on a mixed mesh are checked on 2x4 and on two processes of 2x2 (a fifth
-# SmolLM2 worker cost CI ~4.5 minutes of compiling on a slow host).
+# the time; two keep both busy). 4x2 runs the random 4-KV-head decoder only (its KV heads split in two
+# there, in four on 2x4): the SmolLM2-shaped parts on a mixed mesh are checked on 2x4 and on two
+# processes of 2x2.
 ROUNDS = (("1x1:" + PARTS.replace(",", "+") + "+generate-plain", "1x8", "4x2:tiny"), ("8x1", "2x4"))
 TINY_ONLY = ("4x2",)
 
@@ -53,12 +53,10 @@ def _worker(out: Path, data: Path, model: str, meshes, parts=None, devices=8, pr
 
 def _run(tmp: Path, data: Path, model: str, rounds, parts=None) -> dict:
     """rounds: tuples of worker processes run at once, each process a comma-separated list of
-    meshes it runs in turn. Not every mesh in one process: 8 virtual CPU devices share one host's
-    memory (8x1 holds eight copies of SmolLM2's weights), and one process holding every mesh in
-    turn grew past 12 GB."""
+    meshes it runs in turn."""
     merged = None
     for processes in rounds:
-        outs = [tmp / f"{model}-{p.split(',')[0].partition(':')[0]}.json" for p in processes]
+        outs = [tmp / f"{p.split(',')[0].partition(':')[0]}.json" for p in processes]
         workers = [_worker(out, data, model, p.split(","), parts) for out, p in zip(outs, processes)]
         assert [w.wait(timeout=1200) for w in workers] == [0] * len(workers)
         for out in outs:
@@ -67,14 +65,21 @@ def _run(tmp: Path, data: Path, model: str, rounds, parts=None) -> dict:
     return merged
 
 
-@pytest.fixture(scope="module")
-def smollm2(shared_data, tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("mesh"), shared_data, "smollm2-135m", ROUNDS)
+LAYERS = 3  # of the SmolLM2- and Gemma-3-shaped decoders
 
 
 @pytest.fixture(scope="module")
-def gemma3(shared_data, tmp_path_factory):  # 1.1 GB of fp32 weights: every mesh in one process
-    return _run(tmp_path_factory.mktemp("mesh"), shared_data, "gemma3-270m", (("1x1,4x2,1x8",),), "xcopa-sw")
+def smollm2(shared_data, tmp_path_factory, tiny_smollm2):
+    return _run(tmp_path_factory.mktemp("mesh"), shared_data, str(tiny_smollm2), ROUNDS)
+
+
+@pytest.fixture(scope="module")
+def gemma3(shared_data, tmp_path_factory):
+    from tiny_models import build_shaped
+
+    folder = tmp_path_factory.mktemp("tiny-gemma3")
+    build_shaped("gemma3", folder, LAYERS)
+    return _run(tmp_path_factory.mktemp("mesh"), shared_data, str(folder), (("1x1,4x2,1x8",),), "xcopa-sw")
 
 
 def assert_same_scores(result: dict, reference: dict, options: dict) -> None:
@@ -102,9 +107,17 @@ def test_a_decode_cache_split_by_kv_heads_decodes_as_one_whole(smollm2, mesh):
     assert smollm2["meshes"][mesh]["tiny"] == smollm2["meshes"]["1x1"]["tiny"]  # split on 4x2 and 2x4
 
 
-def test_8x1_generates_within_10_gb(smollm2):
-    """8 data shards, 8 copies of the weights (4.3 GB): the worker's peak RSS, all its parts run."""
-    assert smollm2["meshes"]["8x1"]["peak_rss"] < 10 * 2**30  # 11.7 GB while the prefix table was padded
+def test_prefix_tables_hold_their_prefixes_only(smollm2):
+    """A shared prefix's table has one row per prefix on every mesh (XQuAD-hi's two prompts share
+    one paragraph, the random decoder's three prompts one header), placed whole on each device:
+    once it was padded to a row per data shard, 8 rows of 1,536 slots on each of 8x1's devices
+    (4.5 of SmolLM2's 11.7 GB there)."""
+    for mesh, entry in smollm2["meshes"].items():
+        for name in ("xquad-hi", "tiny"):
+            tables = entry["kv"].get(name, {}).get("prefix", [])
+            assert name not in entry or tables, (mesh, name)
+            for table in tables:
+                assert [shape[0] for shape in table["shapes"]] == [1], (mesh, name, table)
 
 
 def _kv_split(kv: dict, mesh: str, heads: int) -> bool:
@@ -149,7 +162,7 @@ def _assert_split_as_ruled(placement: dict, model: int, fallbacks: int) -> None:
 
 
 def test_smollm2_weights_split_by_rule_with_its_attention_held_whole(smollm2):
-    layers = 30  # 9 query heads, 3 KV heads: q, k, v, o of every layer cannot split over 2, 4 or 8
+    layers = LAYERS  # 9 query heads, 3 KV heads: q, k, v, o of every layer cannot split over 2, 4 or 8
     for mesh, entry in smollm2["meshes"].items():
         model = int(mesh.split("x")[1])
         _assert_split_as_ruled(entry["placement"], model, 4 * layers if model > 1 else 0)
@@ -157,7 +170,7 @@ def test_smollm2_weights_split_by_rule_with_its_attention_held_whole(smollm2):
 
 
 def test_gemma3_splits_query_heads_until_they_run_out(gemma3):
-    layers = 18  # 4 query heads, 1 KV head: k, v whole over 2 and 4 devices; q, o too over 8
+    layers = LAYERS  # 4 query heads, 1 KV head: k, v whole over 2 and 4 devices; q, o too over 8
     meshes = gemma3["meshes"]
     _assert_split_as_ruled(meshes["4x2"]["placement"], 2, 2 * layers)
     _assert_split_as_ruled(meshes["1x8"]["placement"], 8, 4 * layers)
@@ -165,9 +178,9 @@ def test_gemma3_splits_query_heads_until_they_run_out(gemma3):
         assert_same_scores(meshes[mesh], meshes["1x1"], gemma3["options"])
 
 
-def test_two_processes_with_data_2_model_2_equal_one_process(smollm2, shared_data, tmp_path):
+def test_two_processes_with_data_2_model_2_equal_one_process(smollm2, shared_data, tmp_path, tiny_smollm2):
     port = _free_port()
-    procs = [_worker(tmp_path / f"p{i}.json", shared_data, "smollm2-135m", ("2x2",), "xcopa-sw,sib200-milu,generate",
+    procs = [_worker(tmp_path / f"p{i}.json", shared_data, str(tiny_smollm2), ("2x2",), "xcopa-sw,sib200-milu,generate",
                      devices=2, process=(i, 2, port)) for i in range(2)]
     assert all(p.wait(timeout=900) == 0 for p in procs)
     reference = smollm2["meshes"]["1x1"]
@@ -184,21 +197,22 @@ def test_two_processes_with_data_2_model_2_equal_one_process(smollm2, shared_dat
         assert sum(shares) == reference[work] and min(shares) > 0, (work, shares)
 
 
-def _babeleval(point: str, out: Path, cache: Path, devices: int, *mesh: str) -> subprocess.CompletedProcess:
+def _babeleval(point: str, out: Path, cache: Path, devices: int, model: Path, *mesh: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env.update(BABELEVAL_CACHE=str(cache), BABELEVAL_CPU_DEVICES=str(devices))
     return subprocess.run([sys.executable, str(KILL_WORKER), point, "run", "--quiet", "--task", "cldr-weekdays:fr,am",
-                           "--output", str(out), *mesh], env=env, capture_output=True, text=True, timeout=900)
+                           "--model", str(model), "--output", str(out), *mesh],
+                          env=env, capture_output=True, text=True, timeout=900)
 
 
-def test_cli_run_on_a_2x2_mesh_killed_and_resumed_equals_one_device(tmp_path):
-    reference = _babeleval("none", tmp_path / "one", tmp_path / "cache", 1)
+def test_cli_run_on_a_2x2_mesh_killed_and_resumed_equals_one_device(tmp_path, tiny_smollm2):
+    reference = _babeleval("none", tmp_path / "one", tmp_path / "cache", 1, tiny_smollm2)
     assert reference.returncode == 0, reference.stderr
     out = tmp_path / "mesh"
-    killed = _babeleval("mid-line", out, tmp_path / "cache", 4, "--mesh", "data=2,model=2")
+    killed = _babeleval("mid-line", out, tmp_path / "cache", 4, tiny_smollm2, "--mesh", "data=2,model=2")
     assert killed.returncode == -9, killed.stderr
     assert len(complete_records(out)) == 6
-    again = _babeleval("none", out, tmp_path / "cache", 4, "--mesh", "data=2,model=2")
+    again = _babeleval("none", out, tmp_path / "cache", 4, tiny_smollm2, "--mesh", "data=2,model=2")
     assert again.returncode == 0, again.stderr
     assert task_results(out) == task_results(tmp_path / "one")
     one = {(r["key"], r["id"]): r for r in complete_records(tmp_path / "one")}
@@ -209,5 +223,5 @@ def test_cli_run_on_a_2x2_mesh_killed_and_resumed_equals_one_device(tmp_path):
         assert mesh[key]["loglikelihoods"] == pytest.approx(record["loglikelihoods"], abs=1e-4)
     devices = json.loads((out / "results.json").read_text())["devices"]
     assert devices["mesh"] == {"data": 2, "model": 2} and devices["local_devices"] == 4
-    assert devices["fallback_tensors"] == 120 and devices["dtype"] == "float32"
+    assert devices["fallback_tensors"] == 4 * LAYERS and devices["dtype"] == "float32"
     assert devices["weight_bytes_per_device"] < devices["weight_bytes"]
