@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 
@@ -25,6 +26,18 @@ def reference(alias: str):
     else:
         model = transformers.AutoModel.from_pretrained(path, dtype=torch.float32)
     return model.eval()
+
+
+@functools.lru_cache(maxsize=None)
+def causal_lm(source: str):
+    """transformers' causal LM of the weights babeleval loaded from `source` (a LoadedModel's
+    source): a real GGUF's registry alias dequantised, or a random model's HF folder."""
+    import torch
+    import transformers
+
+    if source.endswith(".gguf"):
+        return reference(next(alias for alias in ("smollm2-135m", "gemma3-270m") if resolve(alias) == Path(source)))
+    return transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
 
 
 def pad(rows: list[list[int]], pad_id: int = 0, left: bool = False):

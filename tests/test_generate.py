@@ -3,16 +3,14 @@ XQuAD-hi prompts with SmolLM2-135M; batched equals one at a time; stop strings, 
 max_new_tokens and left truncation. The engine's logic past the first test (packing, decode
 groups, shared prefixes, long prompts) runs on a random decoder shaped as SmolLM2 with its
 tokenizer (tiny_models.SHAPED), against transformers' generate on the same weights."""
-import functools
 import json
 
-import numpy as np
 import pytest
 
 from babeleval.placement.devices import num_devices
 from babeleval.engine.generate import Generator
 from babeleval.requests import Generate, cut_at_stop
-from real_models import ours, pad, reference
+from real_models import causal_lm, ours, pad
 
 
 def xquad_prompts(shared_data, n, max_chars=None):
@@ -29,7 +27,7 @@ def transformers_generate(generator, prompts, max_new, stop_ids=None):
     stop_ids: extra token ids that end a row, as EOS does."""
     import torch
 
-    hf = torch_model(generator.model.source)
+    hf = causal_lm(generator.model.source)
     tok = generator.model.tokenizer
     ids, mask = pad([generator.prompt_tokens(p, max_new) for p in prompts], left=True)
     with torch.no_grad():
@@ -42,17 +40,6 @@ def transformers_generate(generator, prompts, max_new, stop_ids=None):
         else:  # cut by the length limit: babeleval drops a partial UTF-8 sequence at the end (U+FFFD)
             texts.append(tok.decode(row).rstrip("\ufffd"))
     return texts
-
-
-@functools.lru_cache(maxsize=None)
-def torch_model(source: str):
-    """transformers' model of the same weights: SmolLM2's GGUF dequantised, or the random folder."""
-    import torch
-    import transformers
-
-    if source.endswith(".gguf"):
-        return reference("smollm2-135m")
-    return transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
 
 
 @pytest.fixture(scope="module")

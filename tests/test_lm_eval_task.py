@@ -1,5 +1,7 @@
-"""`babeleval run --task lm-eval:FILE` against a plain lm-eval run on the same SmolLM2
-weights (lm_eval.simple_evaluate, its HF backend HFLM on the transformers model): XCOPA-sw
+"""`babeleval run --task lm-eval:FILE` against a plain lm-eval run on the same weights
+(lm_eval.simple_evaluate, its HF backend HFLM on the transformers model; a random decoder shaped
+as SmolLM2 with its tokenizer: what is checked is the runner, and real SmolLM2 weights against
+lm-eval are tests/test_lm_eval_backend.py's and tests/test_lm_eval_parity.py's): XCOPA-sw
 through lm-eval's own xcopa functions (`!function`, `include:`), zero-shot and 3-shot (the
 few-shot sampler seeded as simple_evaluate seeds it), a run torn by a kill and resumed, and
 choice orders on a prompt-listing MCQ (SIB-200 Swahili with the seven topics as lettered
@@ -35,12 +37,19 @@ def at_repo_root(monkeypatch, shared_data):
 
 
 @pytest.fixture(scope="module")
-def hflm():
+def model(tiny_smollm2):
+    from real_models import ours
+
+    return ours(str(tiny_smollm2))
+
+
+@pytest.fixture(scope="module")
+def hflm(model):
     sys.path.insert(0, str(ROOT / "bench"))
     from lm_eval_peer import lm_eval_model
-    from real_models import ours, reference
+    from real_models import causal_lm
 
-    return lm_eval_model(ours("smollm2-135m"), reference("smollm2-135m"))
+    return lm_eval_model(model, causal_lm(model.source))
 
 
 def plain_lm_eval(lm, task_file: Path, limit: int, num_fewshot=None) -> list[dict]:
@@ -58,12 +67,6 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def ours_model():
-    from real_models import ours
-
-    return ours("smollm2-135m")
-
-
 def assert_same_as_lm_eval(ours_records: list[dict], reference: list[dict]) -> None:
     assert [r["id"] for r in ours_records] == [str(s["doc_id"]) for s in reference]
     got = np.array([r["loglikelihoods"] for r in ours_records])
@@ -74,10 +77,10 @@ def assert_same_as_lm_eval(ours_records: list[dict], reference: list[dict]) -> N
 
 
 @pytest.fixture(scope="module")
-def zero_shot(tmp_path_factory):
+def zero_shot(tmp_path_factory, model):
     """The group file: xcopa_sw_local and xcopa_ta_local as two subsets of one task."""
     out = tmp_path_factory.mktemp("zero_shot")
-    return out, evaluate(ours_model(), [f"lm-eval:{GROUP}"], out, limit=N, progress=False, compile_cache=False)
+    return out, evaluate(model, [f"lm-eval:{GROUP}"], out, limit=N, progress=False, compile_cache=False)
 
 
 @pytest.mark.full
@@ -98,16 +101,16 @@ def test_xcopa_through_lm_eval_functions_equals_plain_lm_eval(zero_shot, hflm):
 
 
 @pytest.mark.full
-def test_three_shot_resumed_after_a_kill_equals_plain_lm_eval(tmp_path, hflm):
+def test_three_shot_resumed_after_a_kill_equals_plain_lm_eval(tmp_path, hflm, model):
     """lm-eval's random few-shot sampler draws in document order from one seeded generator: a
     resumed run must still give every document the demonstrations a plain run gives it."""
     fewshot = {"fewshot": {"n": 3}}
-    evaluate(ours_model(), [f"lm-eval:{XCOPA}"], tmp_path, limit=N_SHOTS, progress=False, compile_cache=False, overrides=fewshot)
+    evaluate(model, [f"lm-eval:{XCOPA}"], tmp_path, limit=N_SHOTS, progress=False, compile_cache=False, overrides=fewshot)
     samples = tmp_path / "samples_lm-eval-xcopa_sw_local.jsonl"
     full = records(samples)
     lines = samples.read_text().splitlines(keepends=True)
     samples.write_text("".join(lines[:9]) + lines[9][:40])  # killed while writing record 10
-    summary = evaluate(ours_model(), [f"lm-eval:{XCOPA}"], tmp_path, limit=N_SHOTS, progress=False, compile_cache=False,
+    summary = evaluate(model, [f"lm-eval:{XCOPA}"], tmp_path, limit=N_SHOTS, progress=False, compile_cache=False,
                        overrides=fewshot)
     assert summary["tasks"]["lm-eval-xcopa_sw_local"]["resumed"] == 9
     resumed = sorted(records(samples), key=lambda r: int(r["id"]))
@@ -118,7 +121,7 @@ def test_three_shot_resumed_after_a_kill_equals_plain_lm_eval(tmp_path, hflm):
 
 
 @pytest.mark.full
-def test_changed_task_file_is_not_resumed_into(zero_shot, tmp_path):
+def test_changed_task_file_is_not_resumed_into(zero_shot, tmp_path, model):
     """The signature hashes lm-eval's own config dump (the utils function's source included)."""
     out, _ = zero_shot
     folder = tmp_path / "tasks"
@@ -127,12 +130,12 @@ def test_changed_task_file_is_not_resumed_into(zero_shot, tmp_path):
     changed = (folder / XCOPA.name).read_text().replace("utils.doc_to_text_sw", "utils.doc_to_text_ta")
     (folder / XCOPA.name).write_text(changed)
     with pytest.raises(BabelevalError, match="written by another configuration of xcopa_sw_local "):
-        evaluate(ours_model(), [f"lm-eval:{folder / GROUP.name}"], tmp_path, limit=N, progress=False, compile_cache=False)
+        evaluate(model, [f"lm-eval:{folder / GROUP.name}"], tmp_path, limit=N, progress=False, compile_cache=False)
 
 
 @pytest.mark.full
-def test_choice_orders_on_listed_options(tmp_path, hflm, shared_data):
-    result = CliRunner().invoke(cli, ["run", "--quiet", "--task", f"lm-eval:{SIB}", "--choice-orders",
+def test_choice_orders_on_listed_options(tmp_path, hflm, shared_data, model):
+    result = CliRunner().invoke(cli, ["run", "--quiet", "--model", model.source, "--task", f"lm-eval:{SIB}", "--choice-orders",
                                       "original,shuffle:2", "--limit", str(N_SIB), "--output", str(tmp_path)])
     assert result.exit_code == 0, result.output
     rs = records(tmp_path / "samples_lm-eval-sib200_swh_options.jsonl")
