@@ -1,6 +1,7 @@
 """Shared prefixes (engine/prefix.py): found at token level, computed once, and the rows that
 continue them give the log-likelihoods of the uncached path (5-shot SIB-200 with the MILU
-prompt, real data, SmolLM2: the demonstrations are most of every context)."""
+prompt, real data, a random decoder shaped as SmolLM2 with its tokenizer: the demonstrations are
+most of every context)."""
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +27,15 @@ def test_shared_prefixes_by_hand():
 
 
 @pytest.mark.full
-def test_cached_prefix_gives_the_uncached_loglikelihoods(shared_data):
+def test_cached_prefix_gives_the_uncached_loglikelihoods(shared_data, tiny_smollm2):
     from babeleval.engine.scoring import Scorer
     from babeleval.evaluate import prepare_task
-    from babeleval.loading import load_model
     from babeleval.tasks.files import find_task
+    from real_models import ours
 
     units = prepare_task(find_task("sib200-milu:eng_Latn"), Path(shared_data), limit=3)
     requests = [r for u in units for r in u.kind.requests(u.items)]
-    model = load_model("smollm2-135m")
+    model = ours(str(tiny_smollm2))
     cached, plain = Scorer(model), Scorer(model, share_prefixes=False)
     a = np.array([r.logprob for r in cached.loglikelihood(requests)])
     b = np.array([r.logprob for r in plain.loglikelihood(requests)])

@@ -1,7 +1,8 @@
 """Requests sharing token prefixes share rows (engine/radix.py): on real xnli-style whole-option
 requests (SIB-200's parallel sentences in four scripts, lm-eval's empty context: each option
 scored after the prefix token alone), log-probs equal every request scored on its own and
-transformers, the shared tokens are counted exactly, and the layout's mask is the ancestors."""
+transformers, the shared tokens are counted exactly, and the layout's mask is the ancestors. The
+model: a random decoder shaped as SmolLM2 with its tokenizer (tiny_models.SHAPED)."""
 import csv
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from babeleval.engine.radix import LineArrays, radix_rows
 from babeleval.engine.scoring import Scorer
-from real_models import ours, reference
+from real_models import causal_lm, ours
 
 LANGUAGES = ("hin_Deva", "amh_Ethi", "rus_Cyrl", "swh_Latn")
 QUESTIONS = 5  # per language: 20 questions, 60 requests
@@ -20,10 +21,15 @@ def tolerance(logp: float) -> float:
 
 
 @pytest.fixture(scope="module")
-def whole_options(shared_data):
+def model(tiny_smollm2):
+    return ours(str(tiny_smollm2))
+
+
+@pytest.fixture(scope="module")
+def whole_options(shared_data, model):
     """(prefix token, whole option) pairs as lm-eval's HF backend forms them for xnli: the premise
     in the language, ", right? Yes|Also|No, ", the English hypothesis."""
-    tok = ours("smollm2-135m").tokenizer
+    tok = model.tokenizer
     read = lambda lang: list(csv.DictReader(open(shared_data / "sib200" / lang / "test.tsv"), delimiter="\t"))
     english = read("eng_Latn")
     pairs = []
@@ -35,15 +41,15 @@ def whole_options(shared_data):
 
 
 @pytest.fixture(scope="module")
-def shared_run(whole_options):
-    scorer = Scorer(ours("smollm2-135m"))
+def shared_run(whole_options, model):
+    scorer = Scorer(model)
     return scorer.loglikelihood_tokens(whole_options), scorer.stats
 
 
 @pytest.mark.full
-def test_shared_option_prefixes_equal_each_request_alone(whole_options, shared_run):
+def test_shared_option_prefixes_equal_each_request_alone(whole_options, shared_run, model):
     got, _ = shared_run
-    scorer = Scorer(ours("smollm2-135m"))
+    scorer = Scorer(model)
     alone = [scorer.loglikelihood_tokens([pair])[0] for pair in whole_options[::4]]
     assert scorer.stats.tokens_shared == 0
     for g, a in zip(got[::4], alone):
@@ -51,11 +57,11 @@ def test_shared_option_prefixes_equal_each_request_alone(whole_options, shared_r
 
 
 @pytest.mark.full
-def test_tokens_inside_the_shared_prefix_are_scored_as_transformers_does(whole_options, shared_run):
+def test_tokens_inside_the_shared_prefix_are_scored_as_transformers_does(whole_options, shared_run, model):
     import torch
 
     got, _ = shared_run
-    ref = reference("smollm2-135m")
+    ref = causal_lm(model.source)
     with torch.no_grad():
         for k in range(0, len(whole_options), 7):
             context, continuation = whole_options[k]
@@ -108,18 +114,17 @@ def test_branches_see_their_ancestors_only():
 
 
 @pytest.mark.full
-def test_a_branching_token_scores_more_targets_than_its_line_has_tokens():
+def test_a_branching_token_scores_more_targets_than_its_line_has_tokens(model):
     """300 one-token options after one 3-token context: one row of 3 tokens, 300 scored entries
     at its last position (more than the 128-token line has slots), each log p of transformers."""
     import torch
 
-    model = ours("smollm2-135m")
     context = model.tokenizer.encode("Jibu ni")
     options = list(range(1000, 1300))
     scorer = Scorer(model)
     got = scorer.loglikelihood_tokens([(context, [t]) for t in options])
     assert scorer.stats.tokens_computed == len(context) and scorer.stats.lines == 1
     with torch.no_grad():
-        logp = torch.log_softmax(reference("smollm2-135m")(input_ids=torch.tensor([context])).logits[0, -1], -1)
+        logp = torch.log_softmax(causal_lm(model.source)(input_ids=torch.tensor([context])).logits[0, -1], -1)
     assert max(abs(g.logprob - float(logp[t])) for g, t in zip(got, options)) <= 1e-4
     assert [g.is_greedy for g in got] == [int(logp.argmax()) == t for t in options]
