@@ -1,6 +1,6 @@
 """`babeleval compare` on real runs: SmolLM2-135M and Gemma 3 270M on XCOPA, 5 languages
-(the committed full test sets of examples/compare-xcopa, and, slow, both models run here
-with --limit 20). The per-question join is checked against the samples files read here,
+(the committed full test sets of examples/compare-xcopa), and two random decoders shaped as
+them run here with --limit 20. The per-question join is checked against the samples files read here,
 the difference against the runs' own accuracies, p against scipy's binomial test on the
 discordant questions counted here, the Holm step against statsmodels, and the
 leaderboard's tied-with-best marks against the corrected p. Then the refusals: other
@@ -202,16 +202,19 @@ def test_html_renders_in_headless_chromium(written, tmp_path):
 
 
 @pytest.mark.full
-def test_two_models_run_here_then_compared(tmp_path, shared_data):
-    """Both models on XCOPA's 5 languages, --limit 20 (100 questions each: --limit 40 took
-    4.5 minutes of a slow 2-core host's CI run), then compared."""
+def test_two_models_run_here_then_compared(tmp_path, shared_data, tiny_smollm2):
+    """Two models on XCOPA's 5 languages, --limit 20, run here, then compared: random decoders
+    shaped as SmolLM2 and Gemma 3 (tiny_models.SHAPED; the real models' runs are the committed
+    example above), so that the run, its files and the comparison are end to end in seconds."""
     from babeleval.evaluate import evaluate
     from real_models import ours
+    from tiny_models import build_shaped
 
+    build_shaped("gemma3", tmp_path / "gemma3-shaped-model")
     folders = []
-    for alias in ("smollm2-135m", "gemma3-270m"):
-        folders.append(tmp_path / alias)
-        evaluate(ours(alias), ["xcopa:" + ",".join(LANGUAGES)], folders[-1], data=shared_data, limit=20, progress=False)
+    for name, source in (("smollm2-shaped", tiny_smollm2), ("gemma3-shaped", tmp_path / "gemma3-shaped-model")):
+        folders.append(tmp_path / name)
+        evaluate(ours(str(source)), ["xcopa:" + ",".join(LANGUAGES)], folders[-1], data=shared_data, limit=20, progress=False)
     comparison = compare(folders)
     assert all(d["n"] == 20 for d in comparison["tasks"]["xcopa"]["differences"])
     check_comparison(folders, comparison)

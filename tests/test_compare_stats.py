@@ -170,3 +170,17 @@ def test_importing_compare_and_export_starts_no_jax():
             "print('jax' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("top", [1.0, 100.0])  # acc; exact match counted 0/100
+def test_difference_inside_its_interval_when_one_run_is_never_right_alone(top):
+    """Only a is ever right alone (1 question of 20): the interval ends exactly at the difference,
+    which two rounded means (0.55 - 0.5 = 0.050000000000000044) once put outside it."""
+    from babeleval.compare.paired import test as paired_test
+
+    a = [{"acc": top}] * 11 + [{"acc": 0.0}] * 9
+    b = [{"acc": top}] * 10 + [{"acc": 0.0}] * 10
+    d = paired_test(a, b, "acc", "binary")
+    assert d["low"] <= d["difference"] <= d["high"] and d["difference"] == d["high"] == pytest.approx(0.05 * top)
+    d = paired_test(b, a, "acc", "binary")
+    assert d["low"] <= d["difference"] <= d["high"] and d["difference"] == d["low"] == pytest.approx(-0.05 * top)

@@ -106,6 +106,8 @@ def test(records_a: list[dict], records_b: list[dict], metric: str, kind: str, r
         exact = mcnemar_exact(stats_a[:, 0], stats_b[:, 0])
         top = max(stats_a.max(), stats_b.max(), 1.0)  # exact match counts 0/100
         low, high = (top * x for x in mcnemar_interval(exact["only_a"], exact["only_b"], len(stats_a)))
-        difference = float(stats_a[:, 0].mean() - stats_b[:, 0].mean())
+        # mean(a) - mean(b) counted from the discordant questions, as the interval is: where one run
+        # is never right alone the interval ends exactly at the difference, which two rounded means missed
+        difference = float(top * ((exact["only_a"] - exact["only_b"]) / len(stats_a)))
         return {"difference": difference, "low": low, "high": high, **exact, "test": TESTS[kind]}
     return {**paired_bootstrap(stats_a, stats_b, score, resamples, seed), "test": TESTS[kind]}
