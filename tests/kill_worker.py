@@ -2,7 +2,7 @@
 first argument), so a test can check what a kill leaves behind and that the same command
 resumes from it:
 
-  compile   0.5 s into the first scoring call, while XLA compiles its program (empty cache)
+  compile   as XLA starts compiling the first scoring call's program (empty cache)
   mid-line  while writing the samples file: after LINES complete records, half a line, then the kill
   results   while writing results.json: half the JSON in the temp file, then the kill
   none      not killed
@@ -25,16 +25,24 @@ def main(point: str, args: list[str]) -> None:
     import babeleval.evaluate as evaluate
 
     evaluate.CHUNK = 4
-    if point == "compile":
+    if point == "compile":  # as XLA starts compiling the first scoring program (traced and lowered by then)
+        import jax._src.compiler as compiler
+
         import babeleval.engine.scoring as scoring
 
-        real = scoring.score_lines
+        real, scoring_started = scoring.score_lines, threading.Event()
 
         def score_lines(*a, **k):
-            threading.Timer(0.5, die).start()
+            scoring_started.set()
             return real(*a, **k)
 
+        def backend_compile(*a, **k):
+            if scoring_started.is_set():
+                die()
+            return real_compile(*a, **k)
+
         scoring.score_lines = score_lines
+        real_compile, compiler.backend_compile_and_load = compiler.backend_compile_and_load, backend_compile
     elif point == "mid-line":
         import pathlib
 

@@ -1,11 +1,13 @@
 """Score the first XCOPA-sw questions and continue their premises greedily in a separate
-process (its device count from XLA_FLAGS); write the results as JSON."""
+process (its device count from XLA_FLAGS) with the model given; write the results as JSON.
+
+  python score_worker.py OUT DATA MODEL"""
 import json
 import sys
 from pathlib import Path
 
 
-def main(out: str, data: str) -> None:
+def main(out: str, data: str, model_spec: str) -> None:
     import jax
 
     from babeleval.engine.generate import Generator
@@ -17,7 +19,7 @@ def main(out: str, data: str) -> None:
 
     unit, = prepare_task(find_task("xcopa-sw"), Path(data), limit=12)
     questions = unit.items
-    model = load_model("smollm2-135m")
+    model = load_model(model_spec)
     scorer = Scorer(model)
     results = scorer.loglikelihood(unit.kind.requests(questions))
     generator = Generator(model)
@@ -28,4 +30,4 @@ def main(out: str, data: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -12,12 +12,12 @@ from babeleval.cli.main import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.full  # bench end to end on SmolLM2
-def test_bench_measures_scoring_and_generation(tmp_path, shared_data, monkeypatch):
+@pytest.mark.full  # bench end to end, on a random decoder shaped as SmolLM2 with its tokenizer
+def test_bench_measures_scoring_and_generation(tmp_path, shared_data, monkeypatch, tiny_smollm2):
     """An lm-eval generation task is measured on the engine `run` answers it with (HFLM's rules)."""
     out = tmp_path / "bench.json"
     monkeypatch.chdir(ROOT)  # the lm-eval task file's data_files are relative to the repository root
-    result = CliRunner().invoke(cli, ["bench", "--task", "cldr-weekdays:fr", "--task", "xquad-hi", "--task",
+    result = CliRunner().invoke(cli, ["bench", "--model", str(tiny_smollm2), "--task", "cldr-weekdays:fr", "--task", "xquad-hi", "--task",
                                       f"lm-eval:{ROOT / 'tests/fixtures/lm_eval_tasks/xquad_hi_gen.yaml'}",
                                       "--limit", "3", "--data", str(shared_data), "--output", str(out)])
     assert result.exit_code == 0, result.output
@@ -29,7 +29,7 @@ def test_bench_measures_scoring_and_generation(tmp_path, shared_data, monkeypatc
 
     unit, = prepare_task(find_task("cldr-weekdays:fr"), None, 3)
     requests = unit.kind.requests(unit.items)
-    pairs = split_pairs(load_model("smollm2-135m").tokenizer, [(r.context, r.continuation) for r in requests])
+    pairs = split_pairs(load_model(str(tiny_smollm2)).tokenizer, [(r.context, r.continuation) for r in requests])
     s = bench["scoring"]
     # a no-sharing engine reads every request but its last token (only a target)
     assert s["requests"] == 21 and s["tokens_without_sharing"] == sum(len(c) + len(k) - 1 for c, k in pairs)

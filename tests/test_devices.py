@@ -15,15 +15,18 @@ pytestmark = pytest.mark.full  # 1 vs 2 devices in their own processes
 WORKER = Path(__file__).parent / "score_worker.py"
 
 
-def _spawn(out: Path, data: Path, devices: int):
+def _spawn(out: Path, data: Path, devices: int, model: Path):
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-    return subprocess.Popen([sys.executable, str(WORKER), str(out), str(data)], env=env)
+    return subprocess.Popen([sys.executable, str(WORKER), str(out), str(data), str(model)], env=env)
 
 
-def test_two_devices_equal_one_device(shared_data, tmp_path):
-    """(Two jax.distributed processes splitting the work: tests/test_mesh.py, data=2,model=2.)"""
+def test_two_devices_equal_one_device(shared_data, tmp_path, tiny_smollm2):
+    """The default placement (every local device on the data axis) against one device, on a random
+    decoder shaped as SmolLM2 with its tokenizer. (Two jax.distributed processes splitting the
+    work: tests/test_mesh.py, data=2,model=2.)"""
     assert jax.local_device_count() == 2  # conftest asks XLA for two CPU devices
-    one, two = _spawn(tmp_path / "one.json", shared_data, 1), _spawn(tmp_path / "two.json", shared_data, 2)
+    one = _spawn(tmp_path / "one.json", shared_data, 1, tiny_smollm2)
+    two = _spawn(tmp_path / "two.json", shared_data, 2, tiny_smollm2)
     assert (one.wait(timeout=600), two.wait(timeout=600)) == (0, 0)
     a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
     assert (a["devices"], b["devices"]) == (1, 2) and a["rows"] == b["rows"] > 0

@@ -6,7 +6,7 @@ import pytest
 
 from babeleval.engine.embed import Embedder
 from babeleval.requests import Embed
-from real_models import ours, pad, reference
+from real_models import causal_lm, ours, pad, reference
 
 
 def sentences(shared_data, n=24):
@@ -53,15 +53,16 @@ def test_prefix_is_prepended(shared_data):
 
 
 @pytest.mark.full
-def test_decoder_mean_pooling_equals_transformers(shared_data):
+def test_decoder_mean_pooling_equals_transformers(shared_data, tiny_smollm2):
+    """A decoder's mean-pooled last states (a random decoder shaped as SmolLM2, its tokenizer)."""
     import torch
 
-    model = ours("smollm2-135m")
+    model = ours(str(tiny_smollm2))
     texts = sentences(shared_data, 8)
     got = Embedder(model).embed([Embed(t) for t in texts])
     ids, mask = pad(Embedder(model).tokens(texts))
     with torch.no_grad():
-        out = reference("smollm2-135m")(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+        out = causal_lm(model.source)(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
                                         output_hidden_states=True)
     want = masked_mean(out.hidden_states[-1].numpy(), mask)
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=2e-3)

@@ -1,9 +1,10 @@
 """Runs survive SIGKILL: `babeleval run` in a subprocess (tests/kill_worker.py) is killed
-while XLA compiles, in the middle of writing a record, and while results.json is written;
+as XLA compiles, in the middle of writing a record, and while results.json is written;
 each time no results.json is left that looks complete, the same command then resumes,
 computes only the documents not yet written (the engine's request count says so), and ends
 with the results of an uninterrupted run. (1 device against 2 and against meshes, from the CLI
-too: tests/test_devices.py, tests/test_mesh.py.)"""
+too: tests/test_devices.py, tests/test_mesh.py.) The model: a random decoder shaped as SmolLM2
+with its tokenizer (tiny_models.SHAPED): what a kill leaves does not depend on the weights."""
 import json
 import os
 import subprocess
@@ -20,11 +21,11 @@ DOCS, OPTIONS = 14, 7
 VOLATILE = ("seconds", "resumed")
 
 
-def babeleval(point: str, out: Path, cache: Path, devices: int = 2) -> subprocess.CompletedProcess:
+def babeleval(point: str, out: Path, cache: Path, model: Path, devices: int = 2) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env.update(BABELEVAL_CACHE=str(cache), BABELEVAL_CPU_DEVICES=str(devices))
-    return subprocess.run([sys.executable, str(WORKER), point, "run", "--quiet", "--task", TASK, "--output", str(out)],
-                          env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run([sys.executable, str(WORKER), point, "run", "--quiet", "--task", TASK, "--model", str(model),
+                           "--output", str(out)], env=env, capture_output=True, text=True, timeout=900)
 
 
 def complete_records(out: Path) -> list[dict]:
@@ -41,27 +42,27 @@ def task_results(out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
+def uninterrupted(tmp_path_factory, tiny_smollm2):
     root = tmp_path_factory.mktemp("kill")
     out = root / "uninterrupted"
-    result = babeleval("none", out, root / "cache")
+    result = babeleval("none", out, root / "cache", tiny_smollm2)
     assert result.returncode == 0, result.stderr
     return root, out
 
 
 @pytest.mark.parametrize("point, written", [("compile", 0), ("mid-line", 6), ("results", DOCS)])
-def test_killed_run_resumes_to_the_same_results(uninterrupted, point, written):
+def test_killed_run_resumes_to_the_same_results(uninterrupted, point, written, tiny_smollm2):
     root, reference = uninterrupted
     out = root / point
     cache = root / ("cold-cache" if point == "compile" else "cache")  # compile: nothing compiled yet
-    killed = babeleval(point, out, cache)
+    killed = babeleval(point, out, cache, tiny_smollm2)
     assert killed.returncode == -9, killed.stderr  # SIGKILL
     assert not (out / "results.json").exists()  # nothing that looks complete
     before = complete_records(out)
     assert len(before) == written
     if point == "mid-line":
         assert not (out / "samples_cldr-weekdays.jsonl").read_bytes().endswith(b"\n")  # a torn record
-    again = babeleval("none", out, cache)
+    again = babeleval("none", out, cache, tiny_smollm2)
     assert again.returncode == 0, again.stderr
     summary = json.loads((out / "results.json").read_text())
     assert summary["tasks"]["cldr-weekdays"]["resumed"] == written

@@ -138,7 +138,7 @@ def test_the_proverbeval_suite_names_the_papers_tasks():
     assert find_task("proverbeval-meaning").axis_groups["order"]["all D"] == ["5"]
 
 
-def test_label_and_text_scoring_log_probs_equal_the_scorer_called_directly(data, tmp_path):
+def test_label_and_text_scoring_log_probs_equal_the_scorer_called_directly(data, tmp_path, tiny_smollm2):
     from babeleval.engine.scoring import Scorer
     from babeleval.evaluate import evaluate
     from babeleval.requests import Loglikelihood
@@ -148,7 +148,7 @@ def test_label_and_text_scoring_log_probs_equal_the_scorer_called_directly(data,
     task = find_task("proverbeval-meaning:amh", overrides={"subsets": {"amh": {"only": only}}})
     assert [v.key for v in task.variants] == [f"amh|prompt_language=native|template=t1|choice_language=native|order=4|scoring={s}"
                                               for s in ("text", "label")]
-    model = ours("smollm2-135m")
+    model = ours(str(tiny_smollm2))  # the run's requests against the scorer's: any decoder will do
     evaluate(model, [task], tmp_path, data=data, progress=False, compile_cache=False)
     records = {r["variant"]["scoring"]: r for r in map(json.loads, (tmp_path / "samples_proverbeval-meaning.jsonl").open())}
     question = variants(data, "proverbeval-meaning:amh")[task.variants[1].key][0]
