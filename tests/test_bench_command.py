@@ -34,9 +34,15 @@ def test_bench_measures_scoring_and_generation(tmp_path, shared_data, monkeypatc
     # a no-sharing engine reads every request but its last token (only a target)
     assert s["requests"] == 21 and s["tokens_without_sharing"] == sum(len(c) + len(k) - 1 for c, k in pairs)
     assert s["tokens_computed"] < s["tokens_without_sharing"]  # the 7 options of a question share its context
-    assert 0 < s["mfu"] < 1 and s["compile_seconds"] >= 0 and s["requests_per_second"] > 0
+    assert s["compile_seconds"] >= 0 and s["requests_per_second"] > 0
+    # MFU by its formula (2 x params x tokens / seconds / peak): on a 3-layer model whose parameters are
+    # mostly its embedding, whose programs a warm cache holds, the estimate may pass 1
+    params, peak = bench["params"], bench["peak_flops"]
+    assert s["mfu"] == pytest.approx(2 * params * s["tokens_per_second"] / peak) and s["mfu"] > 0
     g = bench["generation"]
-    assert g["requests"] == 6 and g["new_tokens"] > 0 and 0 < g["mfu"] < 1
+    assert g["requests"] == 6 and g["new_tokens"] > 0
+    tokens_per_second = (g["prompt_tokens"] + g["new_tokens"]) * g["requests_per_second"] / g["requests"]
+    assert g["mfu"] == pytest.approx(2 * params * tokens_per_second / peak) and g["mfu"] > 0
     assert g["engines"] == ["Generator", "ExactGenerator"]  # xquad-hi's requests, then the lm-eval task's
     assert bench["documents"] == 9 and bench["peak_flops"] > 1e9
     assert "scoring: 21 requests" in result.output and "generation (Generator, ExactGenerator): 6 prompts" in result.output
