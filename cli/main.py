@@ -321,11 +321,13 @@ def convert(src, dst, dtype):
 @click.argument("text_files", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--output", type=click.Path(path_type=Path), default=Path("results/bytelm"), show_default=True)
 @click.option("--seconds", type=float, default=120.0, show_default=True, help="Wall-clock training budget.")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Train exactly this many steps instead (a reproducible run; --seconds is then ignored).")
 @click.option("--layers", type=int, default=4, show_default=True)
 @click.option("--hidden", type=int, default=256, show_default=True)
 @click.option("--context", type=int, default=256, show_default=True)
 @friendly
-def train_bytelm(text_files, output, seconds, layers, hidden, context):
+def train_bytelm(text_files, output, seconds, steps, layers, hidden, context):
     """Train a byte-level GPT on local UTF-8 text files (90% train, 10% held out)."""
     import jax
 
@@ -339,7 +341,7 @@ def train_bytelm(text_files, output, seconds, layers, hidden, context):
     text = "\n".join(p.read_text(encoding="utf-8") for p in text_files)
     config = bytelm_config(layers=layers, hidden=hidden, context=context)
     params = init_params(config, jax.random.PRNGKey(0))
-    params, report = train(text, config, params, seconds=seconds, log=lambda m: click.echo(m, err=True))
+    params, report = train(text, config, params, seconds=seconds, steps=steps, log=lambda m: click.echo(m, err=True))
     import jax.numpy as jnp
 
     path = LoadedModel(config, params, ByteTokenizer(), jnp.float32, "train-bytelm").save(output)

@@ -40,14 +40,10 @@ def model_template(path: Path, names: tuple[str, ...]) -> tuple[str | None, str,
 
 @functools.lru_cache(maxsize=8)
 def _gguf_template(path: str, mtime: float) -> tuple[str | None, str, dict]:
-    """Read once per file (GGUFReader parses every field: 262k token strings for Gemma take seconds)."""
-    import gguf
+    """Read once per file."""
+    from .gguf_file import read_gguf_metadata
 
-    try:
-        fields = gguf.GGUFReader(str(path)).fields
-    except Exception as exc:  # the gguf package raises bare ValueErrors on bad files
-        raise BabelevalError(f"{path}: not a readable GGUF file ({exc})") from None
-    value = lambda key: fields[key].contents() if key in fields else None
+    value = read_gguf_metadata(Path(path)).get
     tokens = value("tokenizer.ggml.tokens") or []
     special = {}
     for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("unk_token", "unknown_token_id"),

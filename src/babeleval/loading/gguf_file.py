@@ -1,8 +1,9 @@
 """Read a GGUF file into what the Hugging Face path produces: a config.json-like dict,
 a state dict under HF names (dequantised to float32), and a `tokenizers` tokenizer.
 
-Tensors go through the gguf package's numpy dequantisers (Q4_0/1, Q5_0/1, Q8_0,
-K-quants, F16/BF16/F32); names and two llama.cpp conventions are undone here:
+The header is read by gguf_reader (its metadata in one pass); tensors go through the gguf
+package's numpy dequantisers (Q4_0/1, Q5_0/1, Q8_0, K-quants, F16/BF16/F32); names and two
+llama.cpp conventions are undone here:
 Q/K rows permuted for interleaved RoPE (llama arch) and Gemma norms stored as 1 + w; a mixture
 of experts' stacked expert tensors keep their stacking (loading/names.py splits nothing).
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BabelevalError
+from .gguf_reader import UNDECODABLE, GGUFFile
 
 ARCHS = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
          "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
@@ -63,25 +65,15 @@ GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}  # how llama.cpp tells Gemma 2/3
 SANDWICH = ("gemma2", "gemma3")  # their ffn_norm is the pre-feedforward norm
 
 
-def _reader(path: Path):
-    import gguf
-
+def _reader(path: Path) -> GGUFFile:
     try:
-        return gguf.GGUFReader(str(path))
-    except Exception as exc:  # the gguf package raises bare ValueErrors/struct errors on bad files
+        return GGUFFile(path)
+    except Exception as exc:  # ValueErrors/struct errors: a cut, corrupt or foreign file
         raise BabelevalError(f"{path}: not a readable GGUF file ({exc})") from exc
 
 
-def _metadata(reader) -> dict:
-    out = {}
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF."):
-            continue
-        try:
-            out[key] = field.contents()
-        except Exception:  # noqa: BLE001 - a field we do not use and cannot decode
-            continue
-    return out
+def _metadata(reader: GGUFFile) -> dict:
+    return {key: value for key, value in reader.metadata.items() if value is not UNDECODABLE}  # text that is not UTF-8
 
 
 def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:

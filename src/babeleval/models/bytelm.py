@@ -48,8 +48,9 @@ def _loss_fn(module, params, chunk):
 
 
 def train_bytelm(text: str, config: DecoderConfig, params, seconds: float = 60.0, batch: int = 16,
-                 lr: float = 3e-3, seed: int = 0, log=print):
-    """Adam on next-byte prediction over 90% of `text`; the last 10% is held out."""
+                 lr: float = 3e-3, seed: int = 0, log=print, steps: int | None = None):
+    """Adam on next-byte prediction over 90% of `text`; the last 10% is held out. Stops after
+    `seconds`, or after exactly `steps` steps when given (a reproducible run)."""
     import optax
 
     data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
@@ -72,12 +73,12 @@ def train_bytelm(text: str, config: DecoderConfig, params, seconds: float = 60.0
     evaluate = jax.jit(lambda p: _loss_fn(module, p, eval_chunks))
     before = float(evaluate(params))
     rng = np.random.default_rng(seed)
-    start, steps, loss = time.time(), 0, float("nan")
+    start, done, loss = time.time(), 0, float("nan")
     for chunk in _batches(train, batch, context, rng):
         params, opt_state, loss = step(params, opt_state, chunk)
-        steps += 1
-        if steps % 50 == 0:
-            log(f"step {steps}: train loss {float(loss):.3f} ({time.time() - start:.0f}s)")
-        if time.time() - start > seconds:
+        done += 1
+        if done % 50 == 0:
+            log(f"step {done}: train loss {float(loss):.3f} ({time.time() - start:.0f}s)")
+        if done == steps or (steps is None and time.time() - start > seconds):
             break
-    return params, TrainReport(steps, time.time() - start, float(loss), before, float(evaluate(params)))
+    return params, TrainReport(done, time.time() - start, float(loss), before, float(evaluate(params)))
