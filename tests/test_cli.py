@@ -51,7 +51,9 @@ subsets:
 """
 
 
-def test_user_task_file_runs_and_a_changed_template_is_refused(tmp_path):
+def test_user_task_file_runs_and_a_changed_template_is_refused(tmp_path, tiny_smollm2):
+    """On a random decoder shaped as SmolLM2 (tiny_models.SHAPED): the task file's machinery does
+    not depend on the weights."""
     rows = [{"id": str(i), "question": q, "a": a, "b": b, "c": c, "answer": g} for i, (q, a, b, c, g) in enumerate([
         ("The day after Monday in Amharic", "ማክሰኞ", "ሐሙስ", "እሑድ", "ማክሰኞ"),
         ("The day after Friday in Amharic", "ሰኞ", "ቅዳሜ", "ረቡዕ", "ለ"),
@@ -61,7 +63,7 @@ def test_user_task_file_runs_and_a_changed_template_is_refused(tmp_path):
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "amharic-days.yaml").write_text(USER_TASK.format(data=data, scoring="sequence"), encoding="utf-8")
     out = tmp_path / "run"
-    result = run("--task", "amharic-days", "--task-dir", tmp_path / "tasks", "--output", out)
+    result = run("--model", tiny_smollm2, "--task", "amharic-days", "--task-dir", tmp_path / "tasks", "--output", out)
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in (out / "samples_amharic-days.jsonl").read_text().splitlines()]
     assert [r["gold"] for r in records] == [0, 1, 2] and [r["target"] for r in records] == ["ማክሰኞ", "ቅዳሜ", "Monday"]
@@ -72,7 +74,7 @@ def test_user_task_file_runs_and_a_changed_template_is_refused(tmp_path):
     assert summary["metrics"]["acc"] == pytest.approx(sum(r["acc"] for r in records) / 3)
     assert summary["protocol"] == "test fixture v1" and summary["languages"] == {"am": {"language": "am", "script": "Ethi"}}
     (tmp_path / "tasks" / "amharic-days.yaml").write_text(USER_TASK.format(data=data, scoring="label"), encoding="utf-8")
-    refused = run("--task", "amharic-days", "--task-dir", tmp_path / "tasks", "--output", out)
+    refused = run("--model", tiny_smollm2, "--task", "amharic-days", "--task-dir", tmp_path / "tasks", "--output", out)
     assert refused.exit_code == 2 and "written by another configuration of am" in refused.output
 
 
@@ -157,6 +159,7 @@ def test_models_lists_every_supported_family():
     assert "Aya 23" in result.output and "Qwen3-30B-A3B" in result.output
 
 
+@pytest.mark.full  # lm-eval indexes its ~10k task files (10 s) to name the closest
 def test_unknown_lm_eval_task_is_one_line_naming_the_closest():
     result = CliRunner().invoke(cli, ["lm-eval", "--tasks", "xcopa_sw,xcopa_zz", "--model", "no-model-loaded"])
     assert result.exit_code == 2, result.output

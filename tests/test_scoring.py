@@ -1,6 +1,8 @@
-"""Log-likelihood scoring: batched == one at a time on real XCOPA, equal to transformers
-+ torch on SmolLM2, lm-eval's token boundary, the empty-continuation case, and the same
-results on 1 and 2 devices."""
+"""Log-likelihood scoring: batched == one at a time on real XCOPA questions, duplicates computed
+once, packing and compiled-program counts (on a random decoder shaped as SmolLM2: engine logic
+works alike on any weights), lm-eval's token boundary with SmolLM2's tokenizer, the
+empty-continuation case, the chunked head, and how lines are dealt to devices. (Scores against
+transformers and lm-eval on real weights: test_golden, test_lm_eval_parity.)"""
 import numpy as np
 import pytest
 
@@ -23,8 +25,15 @@ def xcopa_sw(xcopa_unit):
     return xcopa_unit.items
 
 
-def test_batched_equals_one_at_a_time(xcopa_unit, xcopa_sw):
-    model = ours("smollm2-135m")
+@pytest.fixture(scope="module")
+def shaped(tiny_smollm2):
+    from babeleval.loading import load_model
+
+    return load_model(str(tiny_smollm2))
+
+
+def test_batched_equals_one_at_a_time(xcopa_unit, xcopa_sw, shaped):
+    model = shaped
     requests = xcopa_unit.kind.requests(xcopa_sw)
     batched = Scorer(model).loglikelihood(requests)
     single = Scorer(model, batch_size=1).loglikelihood(requests[:16])
@@ -45,8 +54,8 @@ def test_empty_continuation_is_handled():
     assert result.logprob == 0.0 and result.num_tokens == 0 and result.is_greedy
 
 
-def test_options_share_context_and_compiled_programs_stay_few(xcopa_unit, xcopa_sw):
-    scorer = Scorer(ours("smollm2-135m"))
+def test_options_share_context_and_compiled_programs_stay_few(xcopa_unit, xcopa_sw, shaped):
+    scorer = Scorer(shaped)
     scorer.loglikelihood(xcopa_unit.kind.requests(xcopa_sw))
     assert scorer.stats.questions == len(xcopa_sw)  # one packed row per question: context computed once
     assert scorer.stats.lines < len(xcopa_sw) / 2  # short questions share lines
@@ -82,7 +91,7 @@ def test_head_reduces_like_a_full_log_softmax():
     assert not np.asarray(logprob[2 * HEAD_CHUNK:]).any() and not np.asarray(greedy[2 * HEAD_CHUNK:]).any()
 
 
-def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines():
+def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines(shaped):
     from babeleval.engine.buckets import padded_rows
     from babeleval.engine.radix import Row
     from babeleval.engine.scoring import MIN_LINE, fill_lines
@@ -95,7 +104,7 @@ def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines():
         assert sum(r.length for r in line) <= length and length >= MIN_LINE
         assert length == MIN_LINE or max(r.length for r in line) > length * 2 // 3  # no longer than its longest row needs
         assert length in (128, 192, 256, 384, 512) or length % 128 == 0
-    scorer = Scorer(ours("smollm2-135m"))
+    scorer = Scorer(shaped)
     batches = list(scorer._batches(lines))
     assert sorted(id(line) for _, batch in batches for line in batch) == sorted(id(line) for _, line in lines)
     for length, batch in batches:
@@ -104,10 +113,8 @@ def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines():
     assert wasted == 0  # only the very last batch may carry empty rows
 
 
-def test_identical_requests_are_computed_once(xcopa_unit, xcopa_sw):
-    from babeleval.requests import Loglikelihood
-
-    model = ours("smollm2-135m")
+def test_identical_requests_are_computed_once(xcopa_unit, xcopa_sw, shaped):
+    model = shaped
     requests = xcopa_unit.kind.requests(xcopa_sw[:6])
     unconditional = [Loglikelihood("", r.continuation) for r in requests]  # acc_mutual_info's second half
     repeated = requests + requests[:4] + unconditional + unconditional
