@@ -41,7 +41,7 @@ def test_chunked_causal_attention_equals_plain_softmax(t, softcap, with_bias):
     bias = jnp.asarray(rng.normal(size=(b, h, t, t + 5)), jnp.float32) if with_bias else None
     want = plain_attention(q, k, v, mask, 0.25, softcap, bias)
     for causal_flag in (True, False):
-        got = attend(q, k, v, mask, 0.25, softcap, bias, causal=causal_flag)
+        got = jax.jit(attend, static_argnames=("scale", "softcap", "causal"))(q, k, v, mask, 0.25, softcap, bias, causal=causal_flag)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)
 
 
