@@ -167,5 +167,6 @@ def segment_statistics(h_codes, h_off, r_codes, r_off, char_order, word_order, b
                 f = f_score(stats, order, beta, eps_smoothing)
                 if f > best:
                     best = f
-                    out[s] = stats
+                    for j in range(3 * order):  # not out[s] = stats: numba compiles a shape-error message for that
+                        out[s, j] = stats[j]
     return out
