@@ -3,6 +3,7 @@
 train_1..3 and valid, {lang}_generation with english / native, translate_* with the
 "tranalste" / "translate" columns): the reference prompts character for character, the
 native labels, the five fixed orders, the corrected and the reference prompt assignment."""
+import functools
 import json
 
 import pytest
@@ -179,7 +180,13 @@ def reference_data(tmp_path_factory):
 
 
 def ours(data, spec, key):
-    return variants(data, spec)[key][0].context
+    return _prepared(data, spec)[key][0].context
+
+
+@functools.lru_cache(maxsize=None)
+def _prepared(data, spec):
+    """Each task prepared once for all the prompts read from it (its variants, rendered)."""
+    return variants(data, spec)
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE["prompts"]))
