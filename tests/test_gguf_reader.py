@@ -1,6 +1,6 @@
 """babeleval's GGUF header reader against the gguf package's GGUFReader: every metadata value
-and every tensor's type, shape and bytes, on SmolLM2's real GGUF (Q4_1), Gemma 3's (K-quants,
-full tier) and a file holding every value type; cut, foreign and non-UTF-8 files."""
+and every tensor's type, shape and bytes, on a file holding every value type and, in the full
+tier, SmolLM2's real GGUF (Q4_1) and Gemma 3's (K-quants); cut, foreign and non-UTF-8 files."""
 import struct
 
 import gguf
@@ -67,6 +67,7 @@ def test_every_value_type_equals_the_gguf_package(tmp_path):
         gguf.GGUFReader(str(path)).fields["test.not_utf8"].contents()
 
 
+@pytest.mark.full  # (the default tier reads this file in every SmolLM2 test, test_golden's logits among them)
 def test_smollm2_gguf_equals_the_gguf_package():
     ours = assert_equal_to_gguf_package(resolve("smollm2-135m"))
     assert len(ours.metadata["tokenizer.ggml.tokens"]) == 49152 and len(ours.tensors) == 272
