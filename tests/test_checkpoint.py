@@ -1,7 +1,5 @@
-"""Orbax checkpoints: save/restore is exact, convert -> restore gives identical logits,
-and restoring is faster than importing the GGUF."""
-import time
-
+"""Orbax checkpoints: save/restore is exact, convert -> restore gives identical logits
+(import vs restore times: bench/load_times.py)."""
 import jax
 import numpy as np
 import pytest
@@ -25,16 +23,11 @@ def test_save_restore_is_exact(tmp_path):
 
 
 @pytest.mark.full
-def test_convert_smollm2_restores_identical_logits_faster(tmp_path):
+def test_convert_smollm2_restores_identical_logits(tmp_path):
     result = CliRunner().invoke(cli, ["convert", "smollm2-135m", str(tmp_path / "smol")])
     assert result.exit_code == 0, result.output
-    start = time.time()
-    imported = load_model("smollm2-135m")
-    import_seconds = time.time() - start
-    start = time.time()
+    imported = ours("smollm2-135m")
     restored = load_model(str(tmp_path / "smol"))
-    restore_seconds = time.time() - start
-    assert restore_seconds < import_seconds
     ids, mask = pad(imported.tokenizer.encode_batch(["Jambo! Habari gani?", "Bonjour"]))
     a = np.asarray(decoder_logits(imported.params, ids, mask, imported.config))
     b = np.asarray(decoder_logits(restored.params, ids, mask, restored.config))
