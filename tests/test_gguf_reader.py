@@ -88,6 +88,7 @@ def test_cut_and_foreign_files_are_refused_naming_the_file(tmp_path):
              "tensors": (whole[:first_tensor + 10], "tensor f32 ends at byte"),
              "last-tensor": (whole[:last_tensor_end - 1], "tensor q8 ends at byte"),
              "in-a-string": (whole[:whole.index("नमस्ते".encode()) + 3], "header runs past the end of the file"),
+             "in-an-array": (whole[:whole.index(b"test.ints") + 9 + 4 + 12 + 5], "header runs past the end of the file"),
              "foreign": (b"PK\x03\x04" + whole[4:], "GGUF magic invalid"),
              "version": (whole[:4] + struct.pack("<I", 1) + whole[8:], "GGUF version 1"),
              "big-endian": (whole[:4] + struct.pack(">I", 3) + whole[8:], "big-endian")}

@@ -27,9 +27,7 @@ def xcopa_sw(xcopa_unit):
 
 @pytest.fixture(scope="module")
 def shaped(tiny_smollm2):
-    from babeleval.loading import load_model
-
-    return load_model(str(tiny_smollm2))
+    return ours(str(tiny_smollm2))  # loaded once per session, shared with the other modules that use it
 
 
 def test_batched_equals_one_at_a_time(xcopa_unit, xcopa_sw, shaped):

@@ -17,6 +17,8 @@ SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "
 STRING, ARRAY = 8, 9
 DEFAULT_ALIGNMENT = 32
 UNDECODABLE = object()  # a value holding text that is not UTF-8: left out of the metadata
+PLAIN = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8, "I16": np.int16,
+         "I32": np.int32, "I64": np.int64}  # tensor types gguf's reader views as numbers; the rest as bytes
 
 
 class GGUFTensor(NamedTuple):
@@ -71,11 +73,15 @@ class GGUFFile:
         if len({t.name for t in self.tensors}) < len(self.tensors):
             raise ValueError("duplicate tensor names")
 
+    def _within(self, end: int) -> int:
+        """`end`, if the file reaches it (else the header is cut: struct.error, as a short read raises)."""
+        if end > len(self._view):
+            raise struct.error(f"byte {end} is past the end")
+        return end
+
     def _string(self, offset: int) -> tuple[memoryview, int]:
         (length,) = struct.unpack_from("<Q", self._view, offset)
-        end = offset + 8 + length
-        if end > len(self._view):
-            raise struct.error("a string past the end")
+        end = self._within(offset + 8 + length)
         return self._view[offset + 8:end], end
 
     def _value(self, kind: int, offset: int) -> tuple[Any, int]:
@@ -91,8 +97,8 @@ class GGUFFile:
         offset += 12
         if item in SCALARS:
             dtype = np.dtype("<" + SCALARS[item])
-            values = np.frombuffer(self._view, dtype, count, offset)
-            return values.tolist(), offset + dtype.itemsize * count
+            end = self._within(offset + dtype.itemsize * count)
+            return np.frombuffer(self._view, dtype, count, offset).tolist(), end
         if item == STRING:
             raws = []
             for _ in range(count):
@@ -122,9 +128,6 @@ class GGUFFile:
         data = np.frombuffer(self._map, np.uint8, size, start).view(dtype).reshape(numpy_shape)
         return GGUFTensor(name, kind, tuple(shape), data)
 
-
-PLAIN = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8, "I16": np.int16,
-         "I32": np.int32, "I64": np.int64}
 
 
 def _texts(raws: list[memoryview]):
