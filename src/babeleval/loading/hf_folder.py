@@ -89,6 +89,11 @@ def weight_items(folder: Path):
                     yield key, handle.get_tensor(key)
         except (OSError, ValueError) as exc:
             raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
+        except AttributeError as exc:  # numpy has no float8 types: FP8 checkpoints
+            if "float8" not in str(exc):
+                raise
+            raise BabelevalError(f"{file}: FP8 tensors ({str(exc).split()[-1].strip(chr(39))}) are not read by "
+                                 "babeleval yet; use the unquantized checkpoint or a GGUF file") from None
         except Exception as exc:  # safetensors raises its own SafetensorError on corrupt headers
             raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
 
