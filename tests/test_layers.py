@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ["babeleval", "errors"],  # the package root holds its version only
-    ["paths", "provenance", "results", "runlog", "requests", "kernels"],
+    ["paths", "provenance", "results", "runlog", "requests", "kernels", "quant"],  # quant: quantized weights
     ["scripts", "assets", "placement", "models"],  # placement: devices, meshes, the sharding rule table
     ["metrics", "udhr", "loading"],
     ["chat", "engine", "remote", "pages"],  # pages: blocks, plots and run folders for report and compare

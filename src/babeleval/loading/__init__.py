@@ -15,6 +15,7 @@ from ..errors import BabelevalError
 from ..paths import cache_dir
 from ..models import DTYPES, abstract_params, build_module
 from ..models.config import ModelConfig, load_config
+from ..quant import is_quantized
 from .checkpoint import CONFIG, is_checkpoint, restore_params, save_checkpoint
 from .gguf_file import gguf_tokenizer, read_gguf
 from .hf_config import config_from_hf
@@ -24,6 +25,7 @@ from .sentence_transformers import pipeline
 from .tokenizer import HFTokenizer, Special, Tokenizer
 
 DEFAULT_MODEL = "smollm2-135m"
+QUANTIZE = ("keep", "none")  # load_model(quantize=...)
 
 
 @dataclass
@@ -41,7 +43,7 @@ class LoadedModel:
 
     @property
     def num_params(self) -> int:
-        return sum(x.size for x in jax.tree_util.tree_leaves(self.params))
+        return sum(x.size for x in jax.tree_util.tree_leaves(self.params, is_leaf=is_quantized))
 
     @property
     def params_by_part(self) -> dict:
@@ -49,7 +51,7 @@ class LoadedModel:
         out: dict = {}
         for name, tree in self.params.items():
             part = name.split("_")[0] if name.startswith(("encoder", "decoder")) else name
-            out[part] = out.get(part, 0) + sum(x.size for x in jax.tree_util.tree_leaves(tree))
+            out[part] = out.get(part, 0) + sum(x.size for x in jax.tree_util.tree_leaves(tree, is_leaf=is_quantized))
         return out
 
     def save(self, folder: Path) -> Path:
@@ -96,15 +98,19 @@ def resolve(spec: str) -> Path:
 
 
 def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str | None = None,
-               normalize: bool | None = None, mesh=None) -> LoadedModel:
+               normalize: bool | None = None, mesh=None, quantize: str = "keep") -> LoadedModel:
     """dtype: float32, bfloat16, or auto (bfloat16 on GPU/TPU, float32 on CPU: placement/devices.py).
+    quantize: keep (a GGUF file's quantized blocks stay quantized: quant/), none (every weight
+    dequantized to dtype at load: the dense reference).
     Tensors are read one at a time and each is placed on its devices before the next is read:
     on the first local device (mesh None), or split over a mesh ('auto', 'data=D,model=M',
     (D, M)) by placement/sharding.py's rules, which the engines then use as they are; a babeleval
     checkpoint is restored by orbax straight into that sharding."""
     from ..placement.devices import default_dtype, split_cpu_cores
-    from ..placement.sharding import load_placement
+    from ..placement.sharding import load_placement, place_leaf
 
+    if quantize not in QUANTIZE:
+        raise BabelevalError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZE)}")
     split_cpu_cores()  # the first arrays are made here: JAX gets its CPU devices before them
     jdtype = DTYPES[default_dtype() if dtype == "auto" else dtype] if isinstance(dtype, str) else dtype
     path = resolve(spec)
@@ -114,7 +120,7 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
         config, params, tokenizer = restore_params(path, jdtype, sharding)
         return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on)
     if path.suffix == ".gguf":
-        raw, tensors, meta = read_gguf(path)
+        raw, tensors, meta = read_gguf(path, keep_quantized=quantize == "keep")
         config = config_from_hf(raw, str(path))
         backend, add_bos = gguf_tokenizer(meta)
         tokenizer = HFTokenizer(backend, Special(config.bos_token_id, config.eos_token_id, config.pad_token_id, add_bos))
@@ -133,7 +139,7 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
     abstract = abstract_params(config, jdtype)
     placed_on, sharding = load_placement(config, abstract, mesh)
     params = to_param_tree(tensors, config, abstract, str(path), jdtype,
-                           place=lambda key, array: jax.device_put(array, sharding(key, array.shape)))
+                           place=lambda key, array: place_leaf(sharding, key, array))
     return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on)
 
 

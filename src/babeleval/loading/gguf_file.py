@@ -1,9 +1,11 @@
 """Read a GGUF file into what the Hugging Face path produces: a config.json-like dict,
-a state dict under HF names (dequantised to float32), and a `tokenizers` tokenizer.
+a state dict under HF names, and a `tokenizers` tokenizer.
 
-The header is read by gguf_reader (its metadata in one pass); tensors go through the gguf
-package's numpy dequantisers (Q4_0/1, Q5_0/1, Q8_0, K-quants, F16/BF16/F32); names and two
-llama.cpp conventions are undone here:
+The header is read by gguf_reader (its metadata in one pass). Tensors of the block types in
+quant/layouts.py (Q4_0/1, Q5_0/1, Q8_0, Q2_K-Q6_K) stay quantized (a QArray of the file's blocks,
+dequantized inside the model's forward); F16/BF16/F32 become float32; any other type (IQ*, TQ*,
+...) is dequantized to float32 by the gguf package, with one warning line naming the types. Names
+and two llama.cpp conventions are undone here:
 Q/K rows permuted for interleaved RoPE (llama arch) and Gemma norms stored as 1 + w; a mixture
 of experts' stacked expert tensors keep their stacking (loading/names.py splits nothing).
 """
@@ -15,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BabelevalError
+from ..quant import LAYOUTS, QArray, from_blocks
+from ..runlog import LOGGER
 from .gguf_reader import UNDECODABLE, GGUFFile
 
 ARCHS = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
@@ -129,29 +133,50 @@ def gguf_config(meta: dict, tensor_names: set, path: Path) -> dict:
     return raw
 
 
-def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
-    """Undo llama.cpp's row permutation of Q/K (interleaved -> rotate-half RoPE layout)."""
+def _unpermute(w, heads: int):
+    """Undo llama.cpp's row permutation of Q/K (interleaved -> rotate-half RoPE layout); a quantized
+    tensor's rows move whole (its blocks run along the row)."""
     rows = w.shape[0]
+    if isinstance(w, QArray):
+        return w.rows(_unpermute(np.arange(rows), heads))
     return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def gguf_tensors(reader, meta: dict, raw: dict) -> dict[str, np.ndarray]:
-    return dict(gguf_items(reader, meta, raw))
+    return dict(gguf_items(reader, meta, raw, keep_quantized=False))
 
 
-def gguf_items(reader, meta: dict, raw: dict):
-    """(HF name, float32 array) per tensor, dequantised one at a time (the file is memory-mapped)."""
+FLOAT_TYPES = ("F32", "F16", "BF16")
+
+
+def tensor_value(tensor, dequantized: set | None = None):
+    """A QArray of the tensor's blocks (a type in quant/layouts.py), else float32 (its type's name
+    added to `dequantized` unless it is a float type)."""
     from gguf.quants import dequantize
 
+    kind = tensor.tensor_type.name
+    shape = tuple(reversed([int(x) for x in tensor.shape]))
+    if kind in LAYOUTS:
+        return from_blocks(kind, tensor.data, shape)
+    if kind not in FLOAT_TYPES and dequantized is not None:
+        dequantized.add(kind)
+    return np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32).reshape(shape)
+
+
+def gguf_items(reader, meta: dict, raw: dict, keep_quantized: bool = True):
+    """(HF name, QArray or float32 array) per tensor, read one at a time from the memory-mapped
+    file (keep_quantized=False: every tensor dequantized to float32, the dense reference)."""
     arch = meta["general.architecture"]
     names = [(re.compile(rf"^{src}\.(weight|bias)$"), dst) for src, dst in (GPTNEOX_NAMES if arch == "gptneox" else NAMES)]
     ffn_norm = "pre_feedforward_layernorm" if arch in SANDWICH else "post_attention_layernorm"
     names.append((re.compile(r"^blk\.(\d+)\.ffn_norm\.(weight|bias)$"), rf"model.layers.\1.{ffn_norm}"))
+    dequantized: set = set()
     for tensor in reader.tensors:
         if tensor.name.startswith("rope_factors_"):
             continue  # LongRoPE's factors: read into the config (_longrope)
-        array = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
-        array = array.reshape(tuple(reversed([int(x) for x in tensor.shape])))
+        array = tensor_value(tensor, dequantized)
+        if isinstance(array, QArray) and (not keep_quantized or array.ndim < 2):
+            array = np.asarray(array.dequantize(np.float32, np))
         for regex, dst in names:
             match = regex.match(tensor.name)
             if match:
@@ -169,6 +194,9 @@ def gguf_items(reader, meta: dict, raw: dict):
         if name.endswith("shared_expert_gate.weight"):
             array = array.reshape(1, -1)  # a [hidden] vector in the file, a [1, hidden] Linear in HF's
         yield name, array
+    if dequantized:
+        LOGGER.warning(f"{reader.path}: {', '.join(sorted(dequantized))} tensors dequantized to float32 at load "
+                       f"(kept quantized: {', '.join(LAYOUTS)})")
 
 
 def gguf_tokenizer(meta: dict):
@@ -182,13 +210,13 @@ def gguf_tokenizer(meta: dict):
     return tokenizer, bool(add_bos)
 
 
-def read_gguf(path: Path):
+def read_gguf(path: Path, keep_quantized: bool = True):
     """(config.json-like dict, (name, array) pairs read lazily, metadata)."""
     reader = _reader(path)
     meta = _metadata(reader)
     raw = gguf_config(meta, {t.name for t in reader.tensors}, path)
     _longrope(reader, meta, raw)
-    return raw, gguf_items(reader, meta, raw), meta
+    return raw, gguf_items(reader, meta, raw, keep_quantized), meta
 
 
 def _longrope(reader, meta: dict, raw: dict) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import BabelevalError
 from ..models.config import DecoderConfig, EncoderConfig, Seq2SeqConfig
+from ..quant import QArray
 
 LAYER = r"(?:model\.|model\.language_model\.|language_model\.model\.)layers\.(\d+)\."
 
@@ -202,13 +203,13 @@ def _leaves(kind: str, leaf: str, path: str, array: np.ndarray, cfg) -> dict[str
             return {f"{path}/bias": array}
         return {f"{path}/kernel": array.T if kind == "linear" else array}
     if kind == "gate_up":
-        gate, up = np.split(array, 2, axis=0)
+        gate, up = _split_rows(array, 2)
         return {f"{path}/gate/kernel": gate.T, f"{path}/up/kernel": up.T}
     if kind == "gpt2_qkv":  # Conv1D [in, 3*D] or bias [3*D], order q, k, v
         parts = np.split(array, 3, axis=-1)
     elif kind == "fused_qkv":  # torch Linear rows: all query heads, then the key and value heads
         q_rows, kv_rows = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
-        parts = np.split(array, [q_rows, q_rows + kv_rows], axis=0)
+        parts = _split_rows(array, [q_rows, q_rows + kv_rows])
         parts = [p if leaf == "bias" else p.T for p in parts]
     else:  # bloom, gpt_neox: rows are [heads, (q, k, v), head_dim]
         h, d = cfg.num_heads, cfg.head_dim
@@ -237,13 +238,17 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
                 leaf = match.groups()[-1]
                 if kind == "linear" and target == "lm_head" and getattr(cfg, "tie_embeddings", False):
                     break  # a tied head some exporters still write out
-                for name, part in _leaves(kind, leaf, match.expand(target), np.asarray(array), cfg).items():
+                array = array if isinstance(array, QArray) else np.asarray(array)
+                for name, part in _leaves(kind, leaf, match.expand(target), array, cfg).items():
                     if kind == "expert":
                         name, part = _stack_expert(name, part, experts, want)
                         if part is None:
                             continue
                     _check_shape(source, name, part, want)
-                    flat[name] = place(name, np.asarray(part).astype(dtype, copy=False)) if name in want else part
+                    if name in want:  # a quantized weight is placed as it is stored
+                        part = part if isinstance(part, QArray) else np.asarray(part).astype(dtype, copy=False)
+                        part = place(name, part)
+                    flat[name] = part
                 break
         else:
             if not IGNORED.search(key):
@@ -268,6 +273,11 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
             node = node.setdefault(p, {})
         node[last] = array
     return tree
+
+
+def _split_rows(array, sections) -> list:
+    """np.split along axis 0, a quantized tensor's rows included."""
+    return array.split_rows(sections) if isinstance(array, QArray) else np.split(array, sections, axis=0)
 
 
 def _stack_expert(name: str, part, pending: dict, want: dict):

@@ -18,6 +18,7 @@ from .config import DecoderConfig
 from .attention import attend, attend_fused, fused_implementation, write_cache
 from .layers import MLP, Norm, alibi_slopes, apply_rope, rope_frequencies, sinusoids
 from .moe import MoE
+from .weights import Dense, Embed
 
 
 def _norm(cfg: DecoderConfig, name: str, per_head: bool = False) -> Norm:
@@ -39,7 +40,7 @@ class Attention(nn.Module):
         queries alone are computed; keys and values at every position); None: all."""
         cfg = self.cfg
         b, t, _ = x.shape
-        dense = lambda n, bias, name: nn.Dense(n, use_bias=bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
+        dense = lambda n, bias, name: Dense(n, use_bias=bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
         xq, q_positions = x, positions
         if queries is not None:
             xq, q_positions, mask = _at(x, queries), _at(positions, queries), _at(mask, queries)
@@ -114,15 +115,15 @@ class Decoder(nn.Module):
 
     def setup(self):
         cfg = self.cfg
-        self.embed = nn.Embed(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
+        self.embed = Embed(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
         if cfg.position == "learned":
-            self.pos_embed = nn.Embed(cfg.max_positions, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
+            self.pos_embed = Embed(cfg.max_positions, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
         if cfg.embed_norm:
             self.embed_norm = _norm(cfg, "embed_norm")
         self.layers = [Block(cfg, i, self.dtype) for i in range(cfg.num_layers)]
         self.final_norm = _norm(cfg, "final_norm")
         if not cfg.tie_embeddings:
-            self.lm_head = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
+            self.lm_head = Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
                                     dot_general=partial(jax.lax.dot_general, preferred_element_type=jnp.float32))
 
     def __call__(self, tokens, positions, mask, cache=None, cache_index=None, kv_positions=None, outputs=None):
@@ -157,7 +158,7 @@ class Decoder(nn.Module):
         accumulated and returned in fp32 whatever the weights' dtype (bf16 logits would round
         a logit of 20 by up to 0.06 before the log-softmax)."""
         if self.cfg.tie_embeddings:
-            out = jnp.dot(hidden, self.embed.embedding.T, preferred_element_type=jnp.float32)
+            out = jnp.dot(hidden, self.embed.table().T, preferred_element_type=jnp.float32)
         else:
             out = self.lm_head(hidden)
         out = out.astype(jnp.float32)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import BabelevalError
+from .weights import Dense
 
 ACTIVATIONS = {
     "silu": jax.nn.silu,
@@ -141,7 +142,7 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x):
         act = ACTIVATIONS[self.activation]
-        dense = lambda n, name: nn.Dense(n, use_bias=self.bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
+        dense = lambda n, name: Dense(n, use_bias=self.bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
         up = dense(self.inner, "up")(x)
         h = act(dense(self.inner, "gate")(x)) * up if self.kind == "gated" else act(up)
         return dense(self.hidden, "down")(h)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from .config import DecoderConfig
 from .layers import ACTIVATIONS, MLP
+from .weights import Dense, weight
 
 
 BLOCK = 128  # rows per block of grouped_matmul (64: 0.083 s, 128: 0.063 s, 256: 0.098 s on 4,096 x 512 x 1,024, 8 experts)
@@ -66,12 +67,12 @@ class MoE(nn.Module):
         cfg = self.cfg
         experts, k, inner = cfg.num_experts, cfg.experts_per_token, cfg.moe_intermediate_size
         tokens = x.reshape(-1, x.shape[-1])
-        dense = lambda n, name: nn.Dense(n, use_bias=False, dtype=self.dtype, param_dtype=self.dtype, name=name)
+        dense = lambda n, name: Dense(n, use_bias=False, dtype=self.dtype, param_dtype=self.dtype, name=name)
         logits = dense(experts, "router")(tokens).astype(jnp.float32)
         correction = self.param("router_bias", nn.initializers.zeros, (experts,), jnp.float32) \
             if cfg.moe_router == "sigmoid" else None
         weights, chosen = router(cfg, logits, correction)  # [N, k]
-        stacked = lambda name, shape: self.param(name, nn.initializers.normal(0.02), shape, self.dtype)
+        stacked = lambda name, shape: weight(self, name, nn.initializers.normal(0.02), shape, self.dtype)
         gate = stacked("experts_gate", (experts, x.shape[-1], inner))
         up = stacked("experts_up", (experts, x.shape[-1], inner))
         down = stacked("experts_down", (experts, inner, x.shape[-1]))

@@ -18,6 +18,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from ..quant import QArray, is_quantized
+
 HEAD = "head"  # split only between whole attention heads (units of config.head_dim)
 
 # (path regex, spec, unit the split dimension is cut in); the first match wins
@@ -54,6 +56,40 @@ def rule_spec(name: str, shape: tuple, model: int, head_dim: int) -> tuple[P, bo
     return spec, False
 
 
+def quantized_spec(spec: P, q: QArray, model: int):
+    """The dense weight's spec for each of a QArray's fields ([*lead, rows, blocks, ...]): its rows
+    split as the dense weight's output (or vocabulary) axis, its blocks as the input axis, a
+    block's codes and scales never; P() where the blocks do not divide the model axis."""
+    dense = tuple(spec) + (None,) * (q.ndim - len(spec))
+    stored = dense[:-2] + (dense[-1], dense[-2]) if q.transposed else dense
+    blocks = next(iter(q.fields.values())).shape[q.ndim - 1]
+    if stored[-1] == "model" and blocks % model:
+        stored = (None,) * q.ndim
+    return QArray({k: P(*stored, *(None,) * (len(v.shape) - q.ndim)) for k, v in q.fields.items()},
+                  q.layout, q.shape, q.transposed)
+
+
+def leaf_spec(name: str, x, model: int, head_dim: int) -> tuple:
+    """(spec, fell back) of one parameter: a PartitionSpec, or a QArray of them (quantized_spec)."""
+    spec, fell = rule_spec(name, x.shape, model, head_dim)
+    if is_quantized(x):
+        spec = quantized_spec(spec, x, model)
+    return spec, fell
+
+
+def put(x, mesh: Mesh, spec):
+    """x (an array or a QArray) on mesh by spec (a PartitionSpec or a QArray of them)."""
+    return jax.device_put(x, jax.tree.map(lambda s: NamedSharding(mesh, s), spec, is_leaf=lambda s: isinstance(s, P)))
+
+
+def place_leaf(sharding, path: str, x):
+    """x (an array or a QArray) put where sharding(path, shape) puts its dense form."""
+    target = sharding(path, x.shape)
+    if is_quantized(x) and isinstance(target, NamedSharding):
+        return put(x, target.mesh, quantized_spec(target.spec, x, target.mesh.shape["model"]))
+    return jax.device_put(x, target)
+
+
 @dataclass
 class Placement:
     """Where a model's weights went: results.json's devices entry adds this."""
@@ -78,12 +114,12 @@ def param_specs(params, config, model: int):
 
     def spec(path, x):
         name = path_name(path)
-        chosen, fell = rule_spec(name, x.shape, model, head_dim)
+        chosen, fell = leaf_spec(name, x, model, head_dim)
         if fell:
             fallbacks.append(name)
         return chosen
 
-    return jax.tree_util.tree_map_with_path(spec, params), fallbacks
+    return jax.tree_util.tree_map_with_path(spec, params, is_leaf=is_quantized), fallbacks
 
 
 def shard_params(params, config, mesh: Mesh):
@@ -91,10 +127,13 @@ def shard_params(params, config, mesh: Mesh):
     and their Placement."""
     model = mesh.shape["model"]
     specs, fallbacks = param_specs(params, config, model)
-    placed = jax.tree.map(lambda x, s: jax.device_put(x, NamedSharding(mesh, s)), params, specs)
-    leaves = jax.tree.leaves(placed)
-    split = sum(1 for s in jax.tree.leaves(specs, is_leaf=lambda s: isinstance(s, P)) if s != P()) if model > 1 else 0
-    dtype = np.dtype(leaves[0].dtype).name if leaves else "float32"
+    placed = jax.tree.map(lambda x, s: put(x, mesh, s), params, specs, is_leaf=is_quantized)
+    leaves = jax.tree.leaves(placed, is_leaf=is_quantized)
+    whole = lambda s: s == P() or (is_quantized(s) and all(f == P() for f in s.fields.values()))
+    split = sum(1 for s in jax.tree.leaves(specs, is_leaf=lambda s: isinstance(s, P) or is_quantized(s))
+                if not whole(s)) if model > 1 else 0
+    dense = [x for x in leaves if not is_quantized(x)]
+    dtype = np.dtype(dense[0].dtype).name if dense else "float32"
     return placed, Placement(mesh=mesh_dict(mesh), dtype=dtype, weight_bytes=sum(x.nbytes for x in leaves),
                              weight_bytes_per_device=max(bytes_per_device(placed).values(), default=0),
                              split_tensors=split, replicated_tensors=len(leaves) - split,

@@ -1,0 +1,38 @@
+"""Quantized blocks -> float32 values, the same steps for every layout (layouts.py), in the
+float32 operations gguf-py's numpy dequantizers use (so the values are equal bit for bit):
+codes from their planes, less the offset; scale = block scale (x sub-block scale); value =
+scale * code, then + min (Q4_1, Q5_1) or - min x sub-block min (K-quants)."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .layouts import LAYOUTS, planes
+
+
+def codes(layout, fields, xp=jnp):
+    """[..., blocks, block] integer codes (int32) from the code planes."""
+    code, shift = None, 0
+    for plane in layout.planes:
+        part = planes(fields[plane.field], plane.bits, plane.group, xp).astype(xp.int32)
+        code = part if code is None else code | (part << shift)
+        shift += plane.bits
+    if layout.signed:
+        code = code - ((code >> 7) << 8)  # two's complement byte
+    return code - layout.offset
+
+
+def dequantize_blocks(name: str, fields: dict, xp=jnp):
+    """The fields of [..., blocks] blocks -> float32 [..., blocks * block]."""
+    layout = LAYOUTS[name]
+    f32 = xp.float32
+    q = codes(layout, fields, xp).astype(f32)
+    q = q.reshape(*q.shape[:-1], layout.sub, layout.block // layout.sub)
+    scale = fields["scale"].astype(f32)[..., None]
+    if "sub_scale" in fields:
+        scale = scale * fields["sub_scale"].astype(f32)
+    out = scale[..., None] * q
+    if layout.min == "add":
+        out = out + fields["min"].astype(f32)[..., None, None]
+    elif layout.min == "sub":
+        out = out - (fields["min"].astype(f32)[..., None] * fields["sub_min"].astype(f32))[..., None]
+    return out.reshape(*out.shape[:-3], -1)

@@ -1,0 +1,82 @@
+"""GGUF blocks kept quantized (quant/): a tiny llama written in llama.cpp's layout with each block
+type (tests/gguf_writer.py: gguf's own quantizer for Q4_0-Q8_0, random blocks with float16 scales
+for the K-quants; its Q/K rows permuted for interleaved rotary) gives, held as QArrays and
+dequantized inside the forward, the logits of the same file dequantized to float32 at load; what
+is placed is the file's blocks (bytes per parameter asserted), on one device and split over a
+model axis of 2. The default tier runs Q4_K (SmolLM2's Q4_1 with its tied Q8_0 embedding runs
+quantized against transformers' golden log-probs in test_golden); the full tier every type, a tied
+embedding and a mixture of experts (stacked experts)."""
+import numpy as np
+import pytest
+
+from gguf_writer import random_llama, write_gguf
+
+SHAPE = dict(hidden=256, inner=256, heads=4, kv_heads=2, layers=2)  # rows of 256: whole K-quant super-blocks
+BITS = {"Q4_0": 4.5, "Q4_1": 5.0, "Q5_0": 5.5, "Q5_1": 6.0, "Q8_0": 8.5, "Q2_K": 2.625, "Q3_K": 3.4375,
+        "Q4_K": 4.5, "Q5_K": 5.5, "Q6_K": 6.5625}  # llama.cpp's bits per weight of each type
+DEFAULT = ("Q4_K",)  # SmolLM2 (Q4_1, a tied Q8_0 embedding) runs quantized in test_golden
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    return {"llama": random_llama(tmp_path_factory.mktemp("llama"), **SHAPE),
+            "tied": random_llama(tmp_path_factory.mktemp("tied"), **SHAPE, tied=True),
+            "mixtral": random_llama(tmp_path_factory.mktemp("mixtral"), **SHAPE, experts=4)}
+
+
+def _logits(model, ids):
+    from babeleval.engine.forward import decoder_logits
+
+    return np.asarray(decoder_logits(model.params, ids, np.ones_like(ids), model.config))
+
+
+def check(folder, qtype, tmp_path, mesh=None):
+    import jax
+
+    from babeleval.loading import load_model
+    from babeleval.quant import is_quantized
+
+    path = write_gguf(folder, tmp_path / f"{qtype}.gguf", qtype)
+    quantized = load_model(str(path), mesh=mesh)
+    dense = load_model(str(path), quantize="none")
+    leaves = jax.tree.leaves(quantized.params, is_leaf=is_quantized)
+    matrices = [x for x in leaves if is_quantized(x)]
+    assert matrices and all(x.layout == qtype for x in matrices)
+    assert not any(is_quantized(x) for x in jax.tree.leaves(dense.params, is_leaf=is_quantized))
+    # the placed fields are the file's blocks: bits per weight as llama.cpp counts them (+ the sub-scales
+    # of K-quants unpacked to a byte each: 4 bits / 16 weights for Q2_K/Q3_K, 1/4 bit for Q4_K/Q5_K; Q6_K's are bytes)
+    unpacked = {"Q2_K": 0.5, "Q3_K": 0.125, "Q4_K": 0.125, "Q5_K": 0.125}.get(qtype, 0.0)
+    placed_bits = 8 * sum(x.nbytes for x in matrices) / sum(x.size for x in matrices)
+    assert placed_bits == pytest.approx(BITS[qtype] + unpacked)
+    assert all(isinstance(f, jax.Array) and f.dtype in (np.uint8, np.int8, np.float16)
+               for x in matrices for f in x.fields.values())
+    tok = quantized.tokenizer
+    ids = np.asarray([tok.with_prefix(tok.encode("Kila mtu ana haki ya kuishi, uhuru na usalama wa nafsi yake."))])
+    got, want = _logits(quantized, ids), _logits(dense, ids)
+    assert np.isfinite(want).all() and np.abs(want).max() > 0.1
+    assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
+    return quantized, got
+
+
+@pytest.mark.parametrize("qtype", [pytest.param(t, marks=() if t in DEFAULT else pytest.mark.full) for t in BITS])
+def test_quantized_logits_equal_the_dequantized_model(folders, qtype, tmp_path):
+    check(folders["llama"], qtype, tmp_path)
+
+
+@pytest.mark.full
+def test_quantized_tied_embedding(folders, tmp_path):
+    """The embedding looked up row by row and, tied, dequantized whole for the head."""
+    check(folders["tied"], "Q8_0", tmp_path)
+
+
+@pytest.mark.full
+def test_quantized_stacked_experts_and_a_model_axis(folders, tmp_path):
+    import jax
+
+    from babeleval.placement.sharding import bytes_per_device
+
+    _, one = check(folders["mixtral"], "Q4_K", tmp_path)
+    split, got = check(folders["mixtral"], "Q4_K", tmp_path, mesh="data=1,model=2")
+    assert np.abs(got - one).max() <= 1e-4 * max(1.0, np.abs(one).max())
+    per_device = bytes_per_device(split.params)
+    assert len(per_device) == 2 and max(per_device.values()) < 0.6 * sum(x.nbytes for x in jax.tree.leaves(split.params))
