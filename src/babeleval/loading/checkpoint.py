@@ -6,11 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 
 from ..errors import BabelevalError
 from ..models import abstract_params
 from ..models.config import load_config, save_config
+from ..quant import dense, is_quantized
 from .tokenizer import load_tokenizer
 
 CONFIG = "babeleval.json"
@@ -29,7 +31,9 @@ def save_checkpoint(model, folder: Path, overwrite: bool = True) -> Path:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(folder / "params", model.params)
+    # quantized weights (a GGUF's blocks) are saved dequantized to the model's dtype, for now
+    params = jax.tree.map(lambda x: dense(x, model.dtype) if is_quantized(x) else x, model.params, is_leaf=is_quantized)
+    checkpointer.save(folder / "params", params)
     checkpointer.wait_until_finished()
     save_config(model.config, folder / CONFIG)
     model.tokenizer.save(folder / "tokenizer")
