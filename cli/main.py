@@ -287,19 +287,24 @@ def models():
 @click.argument("model_spec")
 @friendly
 def info(model_spec):
-    """Print architecture, parameter count, dtype, vocabulary and maximum length."""
+    """Print architecture, parameter count, dtype, vocabulary and maximum length, bytes per
+    parameter and which weights are quantized how."""
+    import jax
     import numpy as np
 
     from babeleval.loading import load_model
 
     model = load_model(model_spec)
     cfg = model.config
+    weight_bytes = sum(x.nbytes for x in jax.tree.leaves(model.params))
     click.echo(json.dumps({"source": model.source, "arch": cfg.arch, "kind": cfg.kind, "params": model.num_params,
                            "dtype": np.dtype(model.dtype).name, "vocab_size": cfg.vocab_size, "layers": cfg.num_layers,
                            "hidden_size": cfg.hidden_size, "max_length": cfg.max_positions,
                            "tokenizer": model.tokenizer.kind,
                            **({"encoder_layers": cfg.encoder_layers, "params_by_part": model.params_by_part}
-                              if cfg.kind == "seq2seq" else {})}, indent=1))
+                              if cfg.kind == "seq2seq" else {}),
+                           "bytes_per_param": round(weight_bytes / model.num_params, 4),
+                           "quantization": model.quantization}, indent=1))
 
 
 @cli.command()

@@ -27,6 +27,10 @@ def test_default_run_writes_results_and_resumes(tmp_path):
     assert summary["model"]["arch"] == "llama" and summary["model"]["params"] == 134_515_008
     assert summary["versions"]["jax"] == "0.10.2" and summary["versions"]["sacrebleu"] == "2.6.0"
     assert summary["model"]["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    quantization = summary["model"]["quantization"]  # the file's blocks, held as they are stored
+    assert quantization["method"] == "gguf" and quantization["source"] == summary["model"]["source"]
+    assert quantization["types"]["Q4_1"] == {"tensors": 210, "params": 106_168_320, "bits": 5.0, "block_size": 32}
+    assert quantization["types"]["Q8_0"]["bits"] == 8.5 and quantization["bits_per_param"] == pytest.approx(5.74, abs=0.01)
     samples = (out / "samples_cldr-weekdays.jsonl").read_text().splitlines()
     assert len(samples) == 14 and len(json.loads(samples[0])["loglikelihoods"]) == 7
     again = run("--task", "cldr-weekdays:fr,am", "--output", out)
@@ -139,6 +143,7 @@ def test_info_reports_architecture():
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
     assert info["arch"] == "bert" and info["vocab_size"] == 30522 and info["params"] == 22_713_216
+    assert info["bytes_per_param"] == 4.0 and info["quantization"] is None
 
 
 def test_tasks_lists_languages_kinds_and_sources():

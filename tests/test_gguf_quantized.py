@@ -48,6 +48,9 @@ def check(folder, qtype, tmp_path, mesh=None):
     unpacked = {"Q2_K": 0.5, "Q3_K": 0.125, "Q4_K": 0.125, "Q5_K": 0.125}.get(qtype, 0.0)
     placed_bits = 8 * sum(x.nbytes for x in matrices) / sum(x.size for x in matrices)
     assert placed_bits == pytest.approx(BITS[qtype] + unpacked)
+    held = quantized.quantization  # what `babeleval info` and results.json report
+    assert held["types"][qtype]["bits"] == pytest.approx(placed_bits, abs=1e-3) and held["weights"][
+        "layers_*/attn/q/kernel"] == {qtype: 2} and dense.quantization is None
     assert all(isinstance(f, jax.Array) and f.dtype in (np.uint8, np.int8, np.float16)
                for x in matrices for f in x.fields.values())
     tok = quantized.tokenizer

@@ -226,7 +226,14 @@ def _model_summary(model) -> dict:
 
     parts = {"params_by_part": model.params_by_part} if model.config.kind == "seq2seq" else {}
     return {"source": model.source, "arch": model.config.arch, "kind": model.config.kind, "params": model.num_params,
-            **parts, "dtype": np.dtype(model.dtype).name, "sha256": file_sha256(model.source)}
+            **parts, "dtype": np.dtype(model.dtype).name, "sha256": file_sha256(model.source),
+            "quantization": _quantization(model)}
+
+
+def _quantization(model) -> dict | None:
+    """results.json's record of how the weights were held: method, bits and block size per type, source."""
+    found = model.quantization
+    return found and {k: found[k] for k in ("method", "source", "bits_per_param", "types")}
 
 
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),

@@ -54,6 +54,13 @@ class LoadedModel:
             out[part] = out.get(part, 0) + sum(x.size for x in jax.tree_util.tree_leaves(tree, is_leaf=is_quantized))
         return out
 
+    @property
+    def quantization(self) -> dict | None:
+        """None for dense weights; else how they are held (quant/summary.py)."""
+        from ..quant.summary import summary
+
+        return summary(self.params, self.source)
+
     def save(self, folder: Path) -> Path:
         return save_checkpoint(self, folder)
 

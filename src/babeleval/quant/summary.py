@@ -1,0 +1,46 @@
+"""What a parameter tree holds, for `info` and results.json: bytes per parameter, each storage
+kind's totals (a block type, or a dense dtype) and which weights are stored how (layers folded
+into `layers_*`: a Q4_K_M file mixes Q4_K and Q6_K across layers)."""
+from __future__ import annotations
+
+import re
+
+import jax
+import numpy as np
+
+from .layouts import LAYOUTS
+from .qarray import is_quantized
+
+
+def _kind(x) -> str:
+    return x.layout if is_quantized(x) else np.dtype(x.dtype).name
+
+
+def summary(params, source: str = "") -> dict | None:
+    """None for a tree with no quantized weight; else {method, source, bits_per_param,
+    bytes_per_param, types: {kind: {tensors, params, bits, block_size}}, weights: {path: {kind: n}}}."""
+    flat = jax.tree_util.tree_flatten_with_path(params, is_leaf=is_quantized)[0]
+    if not any(is_quantized(x) for _, x in flat):
+        return None
+    types: dict = {}
+    weights: dict = {}
+    for path, x in flat:
+        kind = _kind(x)
+        entry = types.setdefault(kind, {"tensors": 0, "params": 0, "bytes": 0})
+        entry["tensors"] += 1
+        entry["params"] += int(x.size)
+        entry["bytes"] += int(x.nbytes)
+        name = re.sub(r"(encoder_|decoder_|layers_)\d+", r"\1*", "/".join(str(getattr(k, "key", k)) for k in path))
+        counts = weights.setdefault(name, {})
+        counts[kind] = counts.get(kind, 0) + 1
+    for kind, entry in types.items():
+        entry["bits"] = round(8 * entry.pop("bytes") / entry["params"], 4)
+        if kind in LAYOUTS:
+            entry["block_size"] = LAYOUTS[kind].block
+    params_total = sum(e["params"] for e in types.values())
+    total_bytes = sum(int(x.nbytes) for _, x in flat)
+    quantized = sorted(k for k in types if k in LAYOUTS)
+    return {"method": "gguf", "types_kept": quantized, "source": source,
+            "bits_per_param": round(8 * total_bytes / params_total, 4),
+            "bytes_per_param": round(total_bytes / params_total, 4), "types": types,
+            "weights": {k: v for k, v in sorted(weights.items()) if any(t in LAYOUTS for t in v)}}
