@@ -174,7 +174,8 @@ def gguf_items(reader, meta: dict, raw: dict, keep_quantized: bool = True):
     for tensor in reader.tensors:
         if tensor.name.startswith("rope_factors_"):
             continue  # LongRoPE's factors: read into the config (_longrope)
-        array = tensor_value(tensor, dequantized)
+        array = tensor_value(tensor, dequantized)  # a copy: the file's pages can go
+        reader.release(tensor.data)
         if isinstance(array, QArray) and (not keep_quantized or array.ndim < 2):
             array = np.asarray(array.dequantize(np.float32, np))
         for regex, dst in names:

@@ -8,6 +8,7 @@ Format: github.com/ggml-org/ggml/blob/master/docs/gguf.md (versions 2 and 3, lit
 """
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import Any, NamedTuple
 
@@ -39,6 +40,15 @@ class GGUFFile:
             self._read_header()
         except struct.error:
             raise ValueError(f"its header runs past the end of the file ({len(self._view):,} bytes: cut short)") from None
+
+    def release(self, data: np.ndarray) -> None:
+        """Drop a tensor's pages, once it is copied out, from this process's resident set (they stay
+        in the page cache): a streamed load then holds the file one tensor at a time."""
+        if not hasattr(mmap, "MADV_DONTNEED") or data.nbytes == 0:
+            return
+        start = data.ctypes.data - self._map.ctypes.data
+        low = start // mmap.PAGESIZE * mmap.PAGESIZE
+        self._map._mmap.madvise(mmap.MADV_DONTNEED, low, start + data.nbytes - low)
 
     def _read_header(self) -> None:
         if bytes(self._view[:4]) != b"GGUF":
