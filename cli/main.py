@@ -24,6 +24,12 @@ def friendly(func):
     return wrapper
 
 
+QUANTIZE = click.option(
+    "--quantize", type=click.Choice(["keep", "none", "int8", "int4"]), default="keep", show_default=True,
+    help="keep: a GGUF's quantized blocks as stored; none: dequantized to --dtype at load; int8 (per output channel) "
+         "or int4 (groups of 128 inputs): a decoder's matmul weights quantized at load, symmetric.")
+
+
 @click.group()
 @click.version_option(package_name="babeleval")
 def cli():
@@ -76,9 +82,10 @@ def _batch_size(ctx, param, value):
 @click.option("--api-concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--api-rate", type=click.FloatRange(min=0, min_open=True), default=None, help="At most this many requests per second.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@QUANTIZE
 @friendly
 def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_size, mesh, choice_orders, fewshot,
-        chat_template, system, bad_rows, api_base, api_mode, api_key_env, api_concurrency, api_rate, quiet):
+        chat_template, system, bad_rows, api_base, api_mode, api_key_env, api_concurrency, api_rate, quiet, quantize):
     """Evaluate a model on tasks; writes results.json and samples_<task>.jsonl (resumes if killed)."""
     from babeleval.evaluate import evaluate
     from babeleval.loading import DEFAULT_MODEL
@@ -98,7 +105,7 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
                             api_mode, api_key_env, api_concurrency, api_rate)
     summary = evaluate(model, list(tasks) or default_suite(), output, data=data,
                        task_dirs=task_dirs, limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=not quiet,
-                       mesh=mesh, overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
+                       mesh=mesh, quantize=quantize, overrides={**({"choice_orders": choice_orders.split(",")} if choice_orders else {}),
                                   **({"fewshot": {"n": fewshot}} if fewshot is not None else {}),
                                   **_chat_overrides(chat_template, system),
                                   **({"bad_rows": _bad_rows(bad_rows)} if bad_rows else {})} or None,
@@ -285,8 +292,9 @@ def models():
 
 @cli.command()
 @click.argument("model_spec")
+@QUANTIZE
 @friendly
-def info(model_spec):
+def info(model_spec, quantize):
     """Print architecture, parameter count, dtype, vocabulary and maximum length, bytes per
     parameter and which weights are quantized how."""
     import jax
@@ -294,7 +302,7 @@ def info(model_spec):
 
     from babeleval.loading import load_model
 
-    model = load_model(model_spec)
+    model = load_model(model_spec, quantize=quantize)
     cfg = model.config
     weight_bytes = sum(x.nbytes for x in jax.tree.leaves(model.params))
     click.echo(json.dumps({"source": model.source, "arch": cfg.arch, "kind": cfg.kind, "params": model.num_params,

@@ -83,3 +83,19 @@ def test_quantized_stacked_experts_and_a_model_axis(folders, tmp_path):
     assert np.abs(got - one).max() <= 1e-4 * max(1.0, np.abs(one).max())
     per_device = bytes_per_device(split.params)
     assert len(per_device) == 2 and max(per_device.values()) < 0.6 * sum(x.nbytes for x in jax.tree.leaves(split.params))
+
+
+@pytest.mark.full
+def test_other_block_types_are_dequantized_at_load_with_one_line(folders, tmp_path, caplog):
+    """A type outside the kept table (TQ2_0, as IQ* would be) loads as float32 and says so once."""
+    import jax
+
+    from babeleval.loading import load_model
+    from babeleval.quant import is_quantized
+
+    path = write_gguf(folders["llama"], tmp_path / "TQ2_0.gguf", "TQ2_0")
+    with caplog.at_level("WARNING", logger="babeleval"):
+        model = load_model(str(path))
+    lines = [r.getMessage() for r in caplog.records if "dequantized to float32 at load" in r.getMessage()]
+    assert len(lines) == 1 and "TQ2_0 tensors" in lines[0]
+    assert not any(is_quantized(x) for x in jax.tree.leaves(model.params, is_leaf=is_quantized))

@@ -239,12 +239,13 @@ def _quantization(model) -> dict | None:
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),
              limit: int | None = None, dtype: str = "auto", batch_size: int | None = None, progress: bool = True,
              compile_cache: bool = True, overrides: dict | None = None, sample: int | None = None, log=None,
-             mesh=None) -> dict:
+             mesh=None, quantize: str = "keep") -> dict:
     """Run `tasks` (names, NAME:SUBSETS, .yaml paths or TaskConfig) on `model` (a spec that
     load_model accepts, or a LoadedModel); write samples and results.json under `output`.
     overrides: task-file fields set for every named task, e.g. {"choice_orders": ["original",
     "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}. mesh: 'auto', 'data=D,model=M'
-    or (D, M) (placement/devices.py); dtype 'auto': bfloat16 on GPU/TPU, float32 on CPU."""
+    or (D, M) (placement/devices.py); dtype 'auto': bfloat16 on GPU/TPU, float32 on CPU; quantize: as
+    load_model's (keep, none, int8, int4)."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
     started, embedded_before = time.time(), auxiliary_stats()  # retrievers embed while tasks are prepared
@@ -290,7 +291,7 @@ def _run(model, configs, prepared, previous, output: Path, log, *, started, embe
         from .loading import load_model
 
         log(f"loading {model} ...")
-        model = load_model(model, dtype=dtype, mesh=mesh)  # each tensor straight into its shards
+        model = load_model(model, dtype=dtype, mesh=mesh, quantize=quantize)  # each tensor straight into its shards
     engines = Engines(model, batch_size, mesh=mesh)
     task_results = {}
     for config, units, done in zip(configs, prepared, previous):

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..errors import BabelevalError
 from ..paths import cache_dir
 from ..models import DTYPES, abstract_params, build_module
 from ..models.config import ModelConfig, load_config
 from ..quant import is_quantized
+from ..quant.at_load import METHODS, quantize_leaf
 from .checkpoint import CONFIG, is_checkpoint, restore_params, save_checkpoint
 from .gguf_file import gguf_tokenizer, read_gguf
 from .hf_config import config_from_hf
@@ -25,7 +27,7 @@ from .sentence_transformers import pipeline
 from .tokenizer import HFTokenizer, Special, Tokenizer
 
 DEFAULT_MODEL = "smollm2-135m"
-QUANTIZE = ("keep", "none")  # load_model(quantize=...)
+QUANTIZE = ("keep", "none", *METHODS)  # load_model(quantize=...)
 
 
 @dataclass
@@ -36,6 +38,7 @@ class LoadedModel:
     dtype: jnp.dtype
     source: str
     mesh: object = None  # the jax Mesh load_model(mesh=...) placed the weights on (engines default to it)
+    quantize: str = "keep"  # load_model(quantize=...)
 
     @property
     def module(self):
@@ -59,7 +62,7 @@ class LoadedModel:
         """None for dense weights; else how they are held (quant/summary.py)."""
         from ..quant.summary import summary
 
-        return summary(self.params, self.source)
+        return summary(self.params, self.source, "gguf" if self.quantize == "keep" else self.quantize)
 
     def save(self, folder: Path) -> Path:
         return save_checkpoint(self, folder)
@@ -108,13 +111,14 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
                normalize: bool | None = None, mesh=None, quantize: str = "keep") -> LoadedModel:
     """dtype: float32, bfloat16, or auto (bfloat16 on GPU/TPU, float32 on CPU: placement/devices.py).
     quantize: keep (a GGUF file's quantized blocks stay quantized: quant/), none (every weight
-    dequantized to dtype at load: the dense reference).
+    dequantized to dtype at load: the dense reference), int8 or int4 (a decoder's matmul weights
+    quantized at load, symmetric: quant/at_load.py).
     Tensors are read one at a time and each is placed on its devices before the next is read:
     on the first local device (mesh None), or split over a mesh ('auto', 'data=D,model=M',
     (D, M)) by placement/sharding.py's rules, which the engines then use as they are; a babeleval
     checkpoint is restored by orbax straight into that sharding."""
     from ..placement.devices import default_dtype, split_cpu_cores
-    from ..placement.sharding import load_placement, place_leaf
+    from ..placement.sharding import load_placement, path_name, place_leaf
 
     if quantize not in QUANTIZE:
         raise BabelevalError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZE)}")
@@ -125,7 +129,11 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
         config = load_config(path / CONFIG)
         placed_on, sharding = load_placement(config, abstract_params(config, jdtype), mesh)
         config, params, tokenizer = restore_params(path, jdtype, sharding)
-        return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on)
+        if quantize in METHODS:
+            _quantizable(config, quantize)
+            params = jax.tree_util.tree_map_with_path(
+                lambda p, x: place_leaf(sharding, path_name(p), quantize_leaf(path_name(p), np.asarray(x), quantize)), params)
+        return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize)
     if path.suffix == ".gguf":
         raw, tensors, meta = read_gguf(path, keep_quantized=quantize == "keep")
         config = config_from_hf(raw, str(path))
@@ -145,9 +153,18 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
         tensors = itertools.chain(tensors, dense)
     abstract = abstract_params(config, jdtype)
     placed_on, sharding = load_placement(config, abstract, mesh)
-    params = to_param_tree(tensors, config, abstract, str(path), jdtype,
-                           place=lambda key, array: place_leaf(sharding, key, array))
-    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on)
+    if quantize in METHODS:
+        _quantizable(config, quantize)
+        place = lambda key, array: place_leaf(sharding, key, quantize_leaf(key, array, quantize))  # noqa: E731
+    else:
+        place = lambda key, array: place_leaf(sharding, key, array)  # noqa: E731
+    params = to_param_tree(tensors, config, abstract, str(path), jdtype, place=place)
+    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize)
+
+
+def _quantizable(config, method: str) -> None:
+    if config.kind != "decoder":
+        raise BabelevalError(f"--quantize {method}: decoders only for now (this model is an {config.kind})")
 
 
 def run_choices(config):

@@ -58,15 +58,23 @@ def rule_spec(name: str, shape: tuple, model: int, head_dim: int) -> tuple[P, bo
 
 def quantized_spec(spec: P, q: QArray, model: int):
     """The dense weight's spec for each of a QArray's fields ([*lead, rows, blocks, ...]): its rows
-    split as the dense weight's output (or vocabulary) axis, its blocks as the input axis, a
-    block's codes and scales never; P() where the blocks do not divide the model axis."""
+    split as the dense weight's output (or vocabulary) axis, its blocks as the input axis (one
+    block per row, int8's channels: its bytes), a block's packed codes and scales never; whole
+    where the blocks do not divide the model axis."""
     dense = tuple(spec) + (None,) * (q.ndim - len(spec))
     stored = dense[:-2] + (dense[-1], dense[-2]) if q.transposed else dense
     blocks = next(iter(q.fields.values())).shape[q.ndim - 1]
-    if stored[-1] == "model" and blocks % model:
-        stored = (None,) * q.ndim
-    return QArray({k: P(*stored, *(None,) * (len(v.shape) - q.ndim)) for k, v in q.fields.items()},
-                  q.layout, q.shape, q.transposed)
+    per_byte = q.layout == "int8" and blocks == 1
+
+    def field(shape):
+        extra = (None,) * (len(shape) - q.ndim)
+        if stored[-1] != "model" or not blocks % model:
+            return P(*stored, *extra)
+        if per_byte and extra and shape[-1] % model == 0:
+            return P(*stored[:-1], None, "model")
+        return P(*stored[:-1], None, *extra) if per_byte and not extra else P()
+
+    return QArray({k: field(v.shape) for k, v in q.fields.items()}, q.layout, q.shape, q.transposed)
 
 
 def leaf_spec(name: str, x, model: int, head_dim: int) -> tuple:

@@ -26,7 +26,7 @@ def dequantize_blocks(name: str, fields: dict, xp=jnp):
     layout = LAYOUTS[name]
     f32 = xp.float32
     q = codes(layout, fields, xp).astype(f32)
-    q = q.reshape(*q.shape[:-1], layout.sub, layout.block // layout.sub)
+    q = q.reshape(*q.shape[:-1], layout.sub, -1)
     scale = fields["scale"].astype(f32)[..., None]
     if "sub_scale" in fields:
         scale = scale * fields["sub_scale"].astype(f32)

@@ -13,7 +13,8 @@ import numpy as np
 @dataclass(frozen=True)
 class Plane:
     """A field of packed codes: `bits`-wide codes, read in runs of `group` bytes (the lowest bits of
-    each byte of a run give its first `group` elements, the next bits the following ones)."""
+    each byte of a run give its first `group` elements, the next bits the following ones; 0: the
+    run is the whole block's field)."""
 
     field: str
     bits: int
@@ -23,7 +24,7 @@ class Plane:
 @dataclass(frozen=True)
 class Layout:
     name: str
-    block: int  # elements per block (a K-quant's super-block)
+    block: int  # elements per block (a K-quant's super-block); 0: chosen at quantization (int8, int4)
     fields: tuple  # (name, bytes) in the order stored; 'scale' and 'min' are one float16 each
     planes: tuple  # Plane, lowest bits first: code = plane0 | plane1 << bits0
     offset: int = 0  # subtracted from each code (Q4_0: 8, Q6_K: 32)
@@ -36,6 +37,7 @@ class Layout:
 def planes(x, bits: int, group: int, xp=np):
     """[..., bytes] packed codes -> [..., bytes * 8 / bits] codes (numpy or jax.numpy)."""
     shifts = xp.arange(0, 8, bits, dtype=xp.uint8).reshape(-1, 1)
+    group = group or x.shape[-1]
     runs = x.reshape(*x.shape[:-1], x.shape[-1] // group, 1, group)
     mask = xp.uint8((1 << bits) - 1)
     return ((runs >> shifts) & mask).reshape(*x.shape[:-1], -1)
@@ -78,6 +80,10 @@ LAYOUTS = {layout.name: layout for layout in (
            (Plane("qs", 4, 32), Plane("qh", 1, 32)), sub=8, min="sub", sub_scales="q4_k"),
     Layout("Q6_K", K, (("ql", 128), ("qh", 64), ("scales", 16), ("scale", 2)), (Plane("ql", 4, 64), Plane("qh", 2, 32)),
            offset=32, sub=16, sub_scales="int8"),
+    # quantized at load (at_load.py), symmetric, a float32 scale per block: int8 one block per
+    # output channel, int4 blocks of 128 inputs (low nibbles the first half, as Q4_0)
+    Layout("int8", 0, (), (Plane("qs", 8, 0),), signed=True),
+    Layout("int4", 0, (), (Plane("qs", 4, 0),), offset=8),
 )}
 
 

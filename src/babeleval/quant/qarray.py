@@ -51,6 +51,14 @@ class QArray:
         return self.shape[:-2] + self.shape[:-3:-1] if self.transposed else self.shape
 
     @property
+    def block_size(self) -> int:
+        """Elements per block (a K-quant's super-block)."""
+        from .layouts import LAYOUTS
+
+        plane = LAYOUTS[self.layout].planes[0]
+        return self.fields[plane.field].shape[-1] * 8 // plane.bits
+
+    @property
     def bits(self) -> float:
         return 8 * self.nbytes / self.size
 

@@ -16,8 +16,9 @@ def _kind(x) -> str:
     return x.layout if is_quantized(x) else np.dtype(x.dtype).name
 
 
-def summary(params, source: str = "") -> dict | None:
-    """None for a tree with no quantized weight; else {method, source, bits_per_param,
+def summary(params, source: str = "", method: str = "gguf") -> dict | None:
+    """None for a tree with no quantized weight; else {method (gguf: the file's blocks; int8, int4:
+    quantized at load), source, bits_per_param,
     bytes_per_param, types: {kind: {tensors, params, bits, block_size}}, weights: {path: {kind: n}}}."""
     flat = jax.tree_util.tree_flatten_with_path(params, is_leaf=is_quantized)[0]
     if not any(is_quantized(x) for _, x in flat):
@@ -30,17 +31,20 @@ def summary(params, source: str = "") -> dict | None:
         entry["tensors"] += 1
         entry["params"] += int(x.size)
         entry["bytes"] += int(x.nbytes)
+        if is_quantized(x):
+            entry.setdefault("block_size", set()).add(x.block_size)
         name = re.sub(r"(encoder_|decoder_|layers_)\d+", r"\1*", "/".join(str(getattr(k, "key", k)) for k in path))
         counts = weights.setdefault(name, {})
         counts[kind] = counts.get(kind, 0) + 1
     for kind, entry in types.items():
         entry["bits"] = round(8 * entry.pop("bytes") / entry["params"], 4)
-        if kind in LAYOUTS:
-            entry["block_size"] = LAYOUTS[kind].block
+        if "block_size" in entry:  # int8's is each row's length
+            sizes = sorted(entry["block_size"])
+            entry["block_size"] = sizes[0] if len(sizes) == 1 else sizes
     params_total = sum(e["params"] for e in types.values())
     total_bytes = sum(int(x.nbytes) for _, x in flat)
     quantized = sorted(k for k in types if k in LAYOUTS)
-    return {"method": "gguf", "types_kept": quantized, "source": source,
+    return {"method": method, "types_kept": quantized, "source": source,
             "bits_per_param": round(8 * total_bytes / params_total, 4),
             "bytes_per_param": round(total_bytes / params_total, 4), "types": types,
             "weights": {k: v for k, v in sorted(weights.items()) if any(t in LAYOUTS for t in v)}}

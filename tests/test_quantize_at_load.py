@@ -1,0 +1,75 @@
+"""`--quantize int8|int4` (quant/at_load.py): a dense weight quantized at load, symmetric, into
+the QArray GGUF blocks use. Codes and scales equal a numpy reference written here (int8: one scale
+per output channel, absmax / 127; int4: one per 128 inputs, absmax / 7; round half to even); a
+tiny llama's logits stay near its float32 logits, what is placed is the codes (bits per
+parameter asserted), and a model axis of 2 gives the 1-device logits."""
+import numpy as np
+import pytest
+
+from gguf_writer import random_llama, write_gguf
+
+
+def reference(w, method):
+    """(integer codes [rows, inputs], scales [rows, blocks]) the formats define."""
+    group, top = (w.shape[-1], 127) if method == "int8" else (128, 7)
+    blocks = w.reshape(w.shape[0], -1, group)
+    scale = (np.abs(blocks).max(axis=-1) / top).astype(np.float32)
+    codes = np.clip(np.round(blocks / scale[..., None]), -top - 1, top)
+    return codes.reshape(w.shape).astype(np.int64), scale
+
+
+def unpacked(q, method):
+    """Our packed codes read back: int8 bytes as signed; int4 bytes j of a 128-input block hold
+    inputs j (low nibble) and 64 + j (high nibble), stored + 8."""
+    qs = np.asarray(q.fields["qs"])
+    if method == "int8":
+        return qs.view(np.int8).reshape(qs.shape[0], -1).astype(np.int64)
+    low, high = (qs & 0xF).astype(np.int64) - 8, (qs >> 4).astype(np.int64) - 8
+    return np.concatenate([low, high], axis=-1).reshape(qs.shape[0], -1)
+
+
+@pytest.mark.parametrize("method", ["int8", "int4"])
+def test_codes_and_scales_equal_the_numpy_reference(method):
+    from babeleval.quant.at_load import quantize, quantize_leaf
+
+    w = np.random.default_rng(0).normal(0, 0.05, (48, 384)).astype(np.float32)
+    q = quantize(w, method)
+    codes, scale = reference(w, method)
+    assert np.array_equal(unpacked(q, method), codes)
+    assert np.array_equal(np.asarray(q.fields["scale"]), scale)
+    blocks = codes.reshape(w.shape[0], scale.shape[1], -1) * scale[..., None]
+    assert np.array_equal(np.asarray(q.dequantize(np.float32, np)), blocks.reshape(w.shape).astype(np.float32))
+    assert np.abs(np.asarray(q.dequantize(np.float32, np)) - w).max() <= scale.max() / 2 + 1e-7
+    kernel = quantize_leaf("layers_0/mlp/down/kernel", w.T, method)  # a flax kernel [in, out]: rows are its columns
+    assert kernel.shape == (384, 48) and kernel.transposed and np.array_equal(unpacked(kernel.swap(), method), codes)
+    router = w.T
+    assert quantize_leaf("layers_0/mlp/router/kernel", router, method) is router  # the router stays exact
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    folder = random_llama(tmp_path_factory.mktemp("llama"), hidden=256, inner=384, heads=4, kv_heads=2, layers=2)
+    return write_gguf(folder, folder / "f32.gguf")
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("method, bits, error", [("int8", 8 + 32 / 320, 0.01), ("int4", 4.25, 0.15)])
+def test_a_tiny_model_quantized_at_load(tiny_gguf, method, bits, error):
+    import jax
+
+    from babeleval.engine.forward import decoder_logits
+    from babeleval.loading import load_model
+    from babeleval.quant import is_quantized
+
+    ids = np.arange(1, 40)[None] * 997 % 49152
+    logits = lambda m: np.asarray(decoder_logits(m.params, ids, np.ones_like(ids), m.config))  # noqa: E731
+    dense = logits(load_model(str(tiny_gguf)))
+    model = load_model(str(tiny_gguf), quantize=method)
+    quantized = [x for x in jax.tree.leaves(model.params, is_leaf=is_quantized) if is_quantized(x)]
+    assert len(quantized) == 2 * 7 + 2  # every kernel, the embedding and the head
+    placed = 8 * sum(x.nbytes for x in quantized) / sum(x.size for x in quantized)
+    assert model.quantization["method"] == method and placed < bits + 0.2
+    got = logits(model)
+    assert 0 < np.abs(got - dense).max() <= error * np.abs(dense).max()
+    split = load_model(str(tiny_gguf), quantize=method, mesh="data=1,model=2")
+    assert np.abs(logits(split) - got).max() <= 1e-5 * np.abs(got).max()
