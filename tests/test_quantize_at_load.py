@@ -94,3 +94,27 @@ def test_a_tiny_model_quantized_at_load(tiny_gguf, method, bits):
     assert got.tolist() != f32.tolist() and correlation > (0.999 if method == "int8" else 0.9), correlation
     split = load_model(str(tiny_gguf), quantize=method, mesh="data=1,model=2")
     assert np.abs(logits(split.params, split.config) - got).max() <= 1e-5 * np.abs(got).max()
+
+
+def test_an_encoder_is_refused_in_one_line():
+    from click.testing import CliRunner
+
+    from babeleval.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["info", "all-minilm-l6-v2", "--quantize", "int8"])
+    assert result.exit_code == 2 and result.output.strip() == "error: --quantize int8: decoders only for now (this model is an encoder)"
+
+
+@pytest.mark.full
+def test_info_reports_the_quantization_at_load(tiny_gguf):
+    import json
+
+    from click.testing import CliRunner
+
+    from babeleval.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["info", str(tiny_gguf), "--quantize", "int4"])
+    assert result.exit_code == 0, result.output
+    held = json.loads(result.output)["quantization"]
+    assert held["method"] == "int4" and held["types"]["int4"]["block_size"] == 128 and held["types"]["int4"]["bits"] == 4.25
+    assert held["weights"]["layers_*/mlp/down/kernel"] == {"int4": 2} and "layers_*/attn_norm/scale" not in held["weights"]

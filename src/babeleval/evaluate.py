@@ -268,7 +268,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     try:
         return _run(model, configs, prepared, previous, output, runlog, started=started, embedded_before=embedded_before,
                     limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=progress,
-                    compile_cache=compile_cache, overrides=overrides, mesh=mesh)
+                    compile_cache=compile_cache, overrides=overrides, mesh=mesh, quantize=quantize)
     except BaseException as exc:
         runlog.info(f"stopped: {type(exc).__name__}: {exc}")
         raise
@@ -277,7 +277,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
 
 
 def _run(model, configs, prepared, previous, output: Path, log, *, started, embedded_before, limit, sample, dtype, batch_size,
-         progress, compile_cache, overrides, mesh=None) -> dict:
+         progress, compile_cache, overrides, mesh=None, quantize="keep") -> dict:
     remote = getattr(model, "remote", False)
     if not remote:
         from . import engine  # noqa: F401  (JAX gets its CPU devices before the model is loaded)
