@@ -149,15 +149,17 @@ def gguf_tensors(reader, meta: dict, raw: dict) -> dict[str, np.ndarray]:
 FLOAT_TYPES = ("F32", "F16", "BF16")
 
 
-def tensor_value(tensor, dequantized: set | None = None):
-    """A QArray of the tensor's blocks (a type in quant/layouts.py), else float32 (its type's name
-    added to `dequantized` unless it is a float type)."""
+def tensor_value(tensor, dequantized: set | None = None, keep: bool = True):
+    """A QArray of the tensor's blocks (a matrix of a type in quant/layouts.py, keep), else float32
+    by gguf's own dequantizers (its type's name added to `dequantized` unless it is kept or a float)."""
     from gguf.quants import dequantize
 
     kind = tensor.tensor_type.name
     shape = tuple(reversed([int(x) for x in tensor.shape]))
-    if kind in LAYOUTS:
+    if kind in LAYOUTS and keep and len(shape) >= 2:
         return from_blocks(kind, tensor.data, shape)
+    if kind in LAYOUTS:
+        dequantized = None
     if kind not in FLOAT_TYPES and dequantized is not None:
         dequantized.add(kind)
     return np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32).reshape(shape)
@@ -174,10 +176,8 @@ def gguf_items(reader, meta: dict, raw: dict, keep_quantized: bool = True):
     for tensor in reader.tensors:
         if tensor.name.startswith("rope_factors_"):
             continue  # LongRoPE's factors: read into the config (_longrope)
-        array = tensor_value(tensor, dequantized)  # a copy: the file's pages can go
+        array = tensor_value(tensor, dequantized, keep_quantized)  # a copy: the file's pages can go
         reader.release(tensor.data)
-        if isinstance(array, QArray) and (not keep_quantized or array.ndim < 2):
-            array = np.asarray(array.dequantize(np.float32, np))
         for regex, dst in names:
             match = regex.match(tensor.name)
             if match:
