@@ -98,8 +98,8 @@ def _read_samples(path: Path, variants: dict[str, Variant]) -> dict[tuple[str, s
             continue  # a line cut by a kill: that document is computed again
         if key in variants and signature != variants[key].signature:
             raise BabelevalError(f"{path}:{n}: written by another configuration of {key} (signature {signature}, "
-                                 f"now {variants[key].signature}: a template or setting changed); use another "
-                                 "--output or delete the file")
+                                 f"now {variants[key].signature}: a template, a setting or the task's version "
+                                 "changed); use another --output or delete the file")
         done[(key, doc_id)] = record
     return done
 

@@ -14,7 +14,7 @@ import difflib
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import BabelevalError
 from .order import expand_orders
@@ -155,6 +155,7 @@ class Variant:
     order: str
     order_seed: int
     breakdown: tuple[str, ...] = ()  # document fields the results are also broken down by
+    version: str = "1"  # the task's version (in the signature from 2 on)
     search: object = None  # retrieval kinds: SearchSettings
     ks: tuple[int, ...] = (1, 5, 10)
     fuse: tuple[tuple[str, float], ...] = ()  # DistFuse: (embedder spec or "model", weight)
@@ -172,9 +173,16 @@ class Variant:
     @property
     def signature(self) -> str:
         """Hash of everything that changes a record: templates, fields, few-shot, scoring, the
-        chat template (its hash). Not the bad-row policy: a kept row's record is the same
-        whatever the policy (and no chat: signatures of runs before chat existed)."""
+        chat template (its hash), the task's version from 2 on. Not the bad-row policy: a kept
+        row's record is the same whatever the policy (and no chat, version 1: signatures of runs
+        before either counted). A chatted multiple-choice variant also holds the token boundary:
+        its contexts end in the template's newline, which its options are scored with since
+        issue 50 (engine/tokenize.py), so records of before are refused, not resumed."""
         fields = {k: v for k, v in self.__dict__.items() if k not in ("where", "bad_rows") and not (k == "chat" and v is None)}
+        if self.version == "1":
+            del fields["version"]
+        if self.chat is not None and self.kind == "multiple_choice":
+            fields["boundary"] = "trailing whitespace"
         blob = json.dumps(fields, sort_keys=True, default=lambda o: getattr(o, "identity", None) or o.__dict__,
                           ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -424,6 +432,8 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
                 extra = [("order", order)] if len(orders) > 1 else []
                 variants.append(_variant(resolved, name, kind, str(subset), meta, axis_values + extra, order,
                                          raw.get("breakdown") or (), f"{where} [{subset}{''.join(f' {a}={v}' for a, v in axis_values + extra)}]"))
+    version = str(raw.get("version", 1))
+    variants = [replace(v, version=version) for v in variants]
     main = raw.get("main_metric") or _metric_names(variants[0])[0]
     check_choice(main, _metric_names(variants[0]), where, "main_metric")
     groups = raw.get("axis_groups") or {}
@@ -435,7 +445,7 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
             unknown = [m for m in map(str, members) if m not in known[axis]]
             if unknown:
                 raise BabelevalError(f"{where}: axis_groups {axis}.{pool}: {unknown[0]!r} is not a value of {axis}")
-    return TaskConfig(name=name, kind=kind, version=str(raw.get("version", 1)), description=raw.get("description", ""),
+    return TaskConfig(name=name, kind=kind, version=version, description=raw.get("description", ""),
                       protocol=raw.get("protocol", ""), source=raw.get("source", ""), citation=raw.get("citation", ""),
                       license=raw.get("license", ""), main_metric=main, subsets=meta_out, variants=tuple(variants),
                       tags=tuple(raw.get("tags") or ()), breakdown=tuple(raw.get("breakdown") or ()),
