@@ -206,7 +206,14 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
             "languages": {s: m for s, m in task.subsets.items()}, "main_metric": task.main_metric,
             **summary, "metric_signatures": metric_signatures, **({"search": search} if search else {}),
             **({"bad_rows": bad_rows} if bad_rows else {}), **({"chat": chat} if (chat := chat_summary(units)) else {}),
+            **({"translations": pairs} if (pairs := translation_pairs(units)) else {}),
             "seconds": round(time.time() - start, 2), "resumed": resumed, "truncated": engines.truncated() - truncated_before}
+
+
+def translation_pairs(units) -> dict:
+    """Each variant's languages (FLORES-200 codes) where its task file names them."""
+    return {u.variant.key: {"source": u.variant.translation.source, "target": u.variant.translation.target}
+            for u in units if u.variant.translation is not None}
 
 
 def _devices() -> dict:
