@@ -151,3 +151,18 @@ def test_a_bad_translation_block_names_the_field(block, message):
            "translation": block}
     with pytest.raises(BabelevalError, match=message):
         parse_task(raw, "t.yaml")
+
+
+def test_the_cli_refuses_a_task_without_languages_in_one_line(translated, tmp_path):
+    from click.testing import CliRunner
+
+    from babeleval.cli.main import cli
+
+    if translated[0] != "nllb":
+        pytest.skip("the refusal is the engine's, alike for every family")
+    folder = translated[4].parent
+    result = CliRunner().invoke(cli, ["run", "--quiet", "--task", "xquad-hi", "--limit", "1", "--model", str(folder),
+                                      "--output", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "translation: block" in lines[0], result.output
