@@ -166,3 +166,26 @@ def test_the_cli_refuses_a_task_without_languages_in_one_line(translated, tmp_pa
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "translation: block" in lines[0], result.output
+
+
+def test_languages_a_model_lacks_are_named_before_anything_runs(translated):
+    """NLLB has no token for Toba Batak, Madurese or Ngaju: the run stops at once, naming them and
+    the subsets it can run."""
+    from babeleval.engines import check_translations
+    from babeleval.tasks.files import find_task
+
+    if translated[0] != "nllb":
+        pytest.skip("the check reads the conventions' lookup, alike for every family")
+    with pytest.raises(BabelevalError) as error:
+        check_translations(translated[3], [find_task("nusax-mt")])
+    message = str(error.value)
+    assert "no token for bbc_Latn, mad_Latn, nij_Latn" in message and "subsets madurese, ngaju, toba_batak" in message
+    assert "run --task nusax-mt:acehnese,balinese,banjarese,buginese,english,javanese,minangkabau,sundanese" in message
+    check_translations(translated[3], [find_task("nusax-mt:javanese,english")])  # these it can run
+
+
+def test_results_name_no_languages_for_lm_eval_tasks():
+    from babeleval.evaluate import find_tasks, prepare_task, translation_pairs
+
+    units = prepare_task(find_tasks("lm-eval:tests/fixtures/lm_eval_run/xcopa_sw_local.yaml")[0], limit=2)
+    assert translation_pairs(units) == {}

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engines import Engines, is_embedder
+from .engines import check_translations, Engines, is_embedder
 from .lm_eval.tasks import PREFIX as LM_EVAL, load_lm_eval_task, prepare_lm_eval
 from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
@@ -291,6 +291,7 @@ def _run(model, configs, prepared, previous, output: Path, log, *, started, embe
 
         log(f"loading {model} ...")
         model = load_model(model, dtype=dtype, mesh=mesh)  # each tensor straight into its shards
+    check_translations(model, configs)  # a translation model's refusals, before any task runs
     engines = Engines(model, batch_size, mesh=mesh)
     task_results = {}
     for config, units, done in zip(configs, prepared, previous):

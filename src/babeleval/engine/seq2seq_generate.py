@@ -96,14 +96,16 @@ class Seq2SeqGenerator(Generating):
         if request.translation is None:
             raise refuse_untranslatable(self.model, self.conventions)
         forced = self.conventions.forced(request.translation)
-        return self._cut(self.conventions.encoder_ids(request.translation)), -1 if forced is None else forced
+        ids = self.conventions.encoder_ids(request.translation)
+        return ids[:1] + self._cut(ids[1:], self.max_length - 1), -1 if forced is None else forced  # its language first
 
-    def _cut(self, ids: list[int]) -> list[int]:
-        if len(ids) > self.max_length:
+    def _cut(self, ids: list[int], room: int | None = None) -> list[int]:
+        room = room or self.max_length
+        if len(ids) > room:
             self.stats.truncated += 1
-            warn_once(self, "truncated", f"a prompt of {len(ids)} tokens is longer than {self.max_length} (the model's "
+            warn_once(self, "truncated", f"a prompt of {len(ids)} tokens is longer than {room} (the model's "
                       "limit): prompts are cut from the left; results.json counts them")
-        return ids[-self.max_length:]
+        return ids[-room:]
 
     def new_token_limit(self, prompt: list[int], max_new: int) -> int:
         return max_new

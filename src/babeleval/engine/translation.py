@@ -44,24 +44,29 @@ class Conventions:
     def __init__(self, model):
         self.model = model
         self.tokenizer = model.tokenizer
-        self.found: dict[str, int] = {}
+        self.found: dict[str, tuple[str, int] | None] = {}
 
     def language_token(self, flores: str) -> int:
+        return self.spelled(flores)[1]
+
+    def spelled(self, flores: str) -> tuple[str, int]:
+        """The vocabulary entry standing for a language and its id."""
+        found = self.lookup(flores)
+        if found is None:
+            raise BabelevalError(f"{self.model.source}: the {self.name} model has no token for language {flores} "
+                                 f"(tried {', '.join(self.spellings(flores))}); run the task's subsets in languages it knows")
+        return found
+
+    def lookup(self, flores: str) -> tuple[str, int] | None:
         if flores not in self.found:
-            self.found[flores] = self._look_up(flores)
+            ids = ((token, self.tokenizer.token_id(token)) for token in self.spellings(flores))
+            self.found[flores] = next(((t, i) for t, i in ids if i is not None and i != self.tokenizer.unk_id), None)
         return self.found[flores]
 
-    def _look_up(self, flores: str) -> int:
-        tried = []
-        for form in self.forms:
-            for code in ((flores,) if form == "{}" else language_codes(flores)):
-                token = form.format(code)
-                found = self.tokenizer.token_id(token)
-                if found is not None and found != self.tokenizer.unk_id:
-                    return found
-                tried.append(token)
-        raise BabelevalError(f"{self.model.source}: the {self.name} model has no token for language {flores} "
-                             f"(tried {', '.join(tried)}); run the task's subsets in languages it knows")
+    def spellings(self, flores: str) -> list[str]:
+        """The vocabulary entries that may stand for a language, in the order tried."""
+        return [form.format(code) for form in self.forms
+                for code in ((flores,) if form == "{}" else language_codes(flores))]
 
     def encoder_ids(self, t: Translation) -> list[int]:
         raise NotImplementedError
@@ -90,7 +95,9 @@ class TargetTag(Conventions):
     forms = ("<2{}>",)
 
     def encoder_ids(self, t: Translation) -> list[int]:
-        return [self.language_token(t.target)] + self.tokenizer.encode_batch([t.text], special_tokens=True)[0]
+        """`<2xx> text` through the model's own tokenizer, as the model card writes it (a hub
+        tokenizer.json may split the tag's leading space as its SentencePiece model does)."""
+        return self.tokenizer.encode_batch([f"{self.spelled(t.target)[0]} {t.text}"], special_tokens=True)[0]
 
 
 def translation_conventions(model) -> Conventions | None:
@@ -105,8 +112,8 @@ def translation_conventions(model) -> Conventions | None:
     return None
 
 
-def refuse_untranslatable(model, conventions: Conventions) -> BabelevalError:
+def refuse_untranslatable(model, conventions: Conventions, task: str = "this task") -> BabelevalError:
     """A request with no languages, for a model that needs them: one line saying so."""
     return BabelevalError(f"{model.source}: a {conventions.name} translation model reads a source sentence with its "
-                          "languages, and this task gives none: run a task with a translation: block (source and "
+                          f"languages, and {task} gives none: run a task with a translation: block (source and "
                           "target FLORES-200 codes, e.g. sib200-translate, indicgenbench-flores, nusax-mt)")

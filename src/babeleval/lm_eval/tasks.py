@@ -54,6 +54,7 @@ class LmEvalVariant:
     where: str = ""
     chat: object = None  # config.ChatSpec: lm-eval's apply_chat_template path, rendered by our ChatTemplate
     bad_rows: BadRows = field(default=BadRows(), compare=False)  # multiple choice (tasks/bad_rows.py)
+    translation: object = None  # lm-eval tasks name no languages (HFLM prompts every model alike)
 
     @property
     def key(self) -> str:

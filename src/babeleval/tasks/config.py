@@ -192,11 +192,12 @@ class Variant:
         row's record is the same whatever the policy (and no chat, version 1: signatures of runs
         before either counted). A chatted multiple-choice variant also holds the token boundary:
         its contexts end in the template's newline, which its options are scored with since
-        issue 50 (engine/tokenize.py), so records of before are refused, not resumed."""
+        issue 50 (engine/tokenize.py), so records of before are refused, not resumed. Not the
+        translation block: a prompted model's records are the same with it (an LLM run of before
+        still pairs with an MT run), and a translation model's records carry it themselves."""
         fields = {k: v for k, v in self.__dict__.items()
-                  if k not in ("where", "bad_rows") and not (k in ("chat", "translation") and v is None)
-                  and not (k == "translation" and self.kind == "bitext")}  # a bitext pair's languages change no record
-        if self.version == "1":
+                  if k not in ("where", "bad_rows", "translation") and not (k == "chat" and v is None)}
+        if self.version == "1" or self.kind in ("bitext", "knn"):  # retrieval: tatoeba was version 2 before it counted
             del fields["version"]
         if self.chat is not None and self.kind == "multiple_choice":
             fields["boundary"] = "trailing whitespace"
@@ -325,8 +326,9 @@ def parse_bad_rows(raw, where: str) -> BadRows:
 
 
 def _translation(raw, kind: str, subset: str, variables: dict, where: str) -> TranslationSpec | None:
-    """The translation: field, its codes filled for the subset ({subset}, {language}, {script} and
-    its vars) and checked as FLORES-200 codes. Bitext: the languages of source_text and target_text."""
+    """The translation: field, its codes (a code, or a mapping subset -> code) filled for the subset
+    ({subset}, {language}, {script} and its vars) and checked as FLORES-200 codes. Bitext: the
+    languages of source_text and target_text."""
     if raw is None:
         return None
     check_fields(raw, TRANSLATION_FIELDS, where, "translation")
@@ -335,6 +337,10 @@ def _translation(raw, kind: str, subset: str, variables: dict, where: str) -> Tr
     codes = []
     for side in ("source", "target"):
         value = raw.get(side)
+        if isinstance(value, dict):  # subset -> code
+            value = value.get(subset, value.get(str(subset)))
+            if value is None:
+                raise BabelevalError(f"{where}: translation {side} gives no code for subset {subset!r}")
         if not isinstance(value, str):
             raise BabelevalError(f"{where}: translation needs {side}: a FLORES-200 code such as eng_Latn or hin_Deva")
         try:
