@@ -36,14 +36,30 @@ def _test_cache() -> Path:
 
 os.environ["BABELEVAL_CACHE"] = str(_test_cache())
 
+# The default tier reads the slices in the repository (tests/data: the first rows of each file it
+# needs, made by tests/data/make_slices.py), with or without ../shared beside the checkout; the
+# full tier's tests that need the whole files ask for `shared_data`.
+DATA = Path(__file__).resolve().parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-os.environ.setdefault("BABELEVAL_DATA", str(SHARED))  # the data root for tasks and corpora that read files
+os.environ["BABELEVAL_DATA"] = str(DATA)  # the data root for tasks and corpora that read files (workers inherit it)
+REQUIRE_DATA = "BABELEVAL_REQUIRE_DATA"  # set (.ci/run): missing full-tier data fails instead of skipping
+
+
+@pytest.fixture(scope="session")
+def data_slices() -> Path:
+    """tests/data: the default tier's benchmark slices, in the originals' layout and formats."""
+    return DATA
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not SHARED.exists():
-        pytest.fail(f"{SHARED} is missing: the real benchmark data must sit beside the checkout")
+    """../shared/data beside the checkout: the whole benchmark files (full tier). Missing, each test
+    asking for it skips naming the path, or fails where BABELEVAL_REQUIRE_DATA is set."""
+    if not SHARED.is_dir():
+        message = f"{SHARED} is missing (the full benchmark files beside the checkout)"
+        if os.environ.get(REQUIRE_DATA):
+            pytest.fail(f"{message}; {REQUIRE_DATA} is set", pytrace=False)
+        pytest.skip(message)
     return SHARED
 
 

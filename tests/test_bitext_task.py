@@ -10,16 +10,16 @@ from babeleval.tasks.bitext import weighted_f1
 from babeleval.tasks.files import find_task
 
 
-def test_tatoeba_bitext_equals_brute_force_search(shared_data, tmp_path, monkeypatch):
+def test_tatoeba_bitext_equals_brute_force_search(data_slices, tmp_path, monkeypatch):
     from babeleval.engine.embed import Embedder
     from real_models import ours
 
     model = ours("all-minilm-l6-v2")
     monkeypatch.setenv("BABELEVAL_CACHE", str(tmp_path / "cache"))  # an empty embedding cache
-    summary = evaluate(model, ["tatoeba:deu,fra"], tmp_path / "run", data=shared_data, limit=64, progress=False,
+    summary = evaluate(model, ["tatoeba:deu,fra"], tmp_path / "run", data=data_slices, limit=64, progress=False,
                        compile_cache=False)
     task = summary["tasks"]["tatoeba"]
-    units = {subset: prepare_task(find_task(f"tatoeba:{subset}"), shared_data, 64) for subset in ("deu", "fra")}
+    units = {subset: prepare_task(find_task(f"tatoeba:{subset}"), data_slices, 64) for subset in ("deu", "fra")}
     texts = sorted({t for forward, _ in units.values() for p in forward.items for t in (p.source, p.target)})
     vector = dict(zip(texts, Embedder(model).embed([Embed(t) for t in texts])))  # computed again, in one call
     for subset, (forward, backward) in units.items():

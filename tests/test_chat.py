@@ -16,7 +16,7 @@ from babeleval.chat import ChatTemplate
 from babeleval.errors import BabelevalError
 
 GEMMA3 = Path(__file__).parent / "fixtures" / "chat" / "gemma3.jinja"
-XCOPA_SW = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "xcopa" / "sw"
+XCOPA_SW = Path(__file__).parent / "data" / "xcopa" / "sw"  # the slice in the repository (tests/data)
 
 
 @functools.lru_cache(maxsize=None)
@@ -261,7 +261,7 @@ def test_block_whitespace_generation_tags_and_loop_controls_as_transformers():
 
 
 @pytest.mark.full
-def test_lm_eval_task_with_the_models_template(monkeypatch):
+def test_lm_eval_task_with_the_models_template(monkeypatch, shared_data):
     """`lm-eval:` tasks under --chat-template / --system: lm-eval builds the turns (system
     instruction, 5 demonstrations as turns) and our template renders them: the context equals
     lm-eval's own with HFLM's apply_chat_template (transformers) on SmolLM2."""

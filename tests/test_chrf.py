@@ -13,8 +13,8 @@ SETTINGS = [dict(), dict(word_order=2), dict(lowercase=True), dict(whitespace=Tr
             dict(word_order=2, eps_smoothing=True)]
 
 
-def nusax_pairs(shared_data, limit=1500):
-    rows = list(csv.DictReader(open(shared_data / "nusax" / "mt" / "valid.csv", encoding="utf-8")))[:limit]
+def nusax_pairs(root, limit=1500):
+    rows = list(csv.DictReader(open(root / "nusax" / "mt" / "valid.csv", encoding="utf-8")))[:limit]
     langs = [k for k in rows[0] if k]
     # cross-pair all 12 languages: hypothesis in language i, references in languages i+1, i+2
     hyps, ref1, ref2 = [], [], []
@@ -26,19 +26,19 @@ def nusax_pairs(shared_data, limit=1500):
     return hyps, ref1, ref2
 
 
-def tatoeba_and_xquad(shared_data):
+def tatoeba_and_xquad(root):
     import json
 
-    src = (shared_data / "tatoeba" / "tatoeba.cmn-eng.cmn").read_text(encoding="utf-8").splitlines()[:300]
-    tgt = (shared_data / "tatoeba" / "tatoeba.hin-eng.hin").read_text(encoding="utf-8").splitlines()[:300]
-    squad = json.loads((shared_data / "xquad" / "xquad.hi.json").read_text(encoding="utf-8"))
+    src = (root / "tatoeba" / "tatoeba.cmn-eng.cmn").read_text(encoding="utf-8").splitlines()[:300]
+    tgt = (root / "tatoeba" / "tatoeba.hin-eng.hin").read_text(encoding="utf-8").splitlines()[:300]
+    squad = json.loads((root / "xquad" / "xquad.hi.json").read_text(encoding="utf-8"))
     answers = [qa["answers"][0]["text"] for art in squad["data"] for p in art["paragraphs"] for qa in p["qas"]][:300]
     return src + answers, tgt[: len(src)] + list(reversed(answers))
 
 
 @pytest.mark.parametrize("kwargs", SETTINGS)
-def test_corpus_and_sentence_chrf_equal_sacrebleu_on_nusax(shared_data, kwargs):
-    hyps, ref1, ref2 = nusax_pairs(shared_data)
+def test_corpus_and_sentence_chrf_equal_sacrebleu_on_nusax(data_slices, kwargs):
+    hyps, ref1, ref2 = nusax_pairs(data_slices)
     for refs in ([ref1], [ref1, ref2]):
         ours = CHRF(**kwargs)
         ref_metric = sacrebleu.CHRF(**kwargs)
@@ -50,8 +50,8 @@ def test_corpus_and_sentence_chrf_equal_sacrebleu_on_nusax(shared_data, kwargs):
         assert max(abs(a - b) for a, b in zip(got, want)) <= 1e-9
 
 
-def test_chrf_on_chinese_devanagari_and_xquad_answers(shared_data):
-    hyps, refs = tatoeba_and_xquad(shared_data)
+def test_chrf_on_chinese_devanagari_and_xquad_answers(data_slices):
+    hyps, refs = tatoeba_and_xquad(data_slices)
     for order in (0, 2):
         assert abs(CHRF(word_order=order).corpus_score(hyps, [refs]) -
                    sacrebleu.corpus_chrf(hyps, [refs], word_order=order).score) <= 1e-9

@@ -82,7 +82,7 @@ def test_user_task_file_runs_and_a_changed_template_is_refused(tmp_path, tiny_sm
     assert refused.exit_code == 2 and "written by another configuration of am" in refused.output
 
 
-def test_generation_task_through_the_cli(tmp_path, shared_data, tiny_smollm2):
+def test_generation_task_through_the_cli(tmp_path, data_slices, tiny_smollm2):
     """Generation tasks from the command line, on a random decoder shaped as SmolLM2 with its
     tokenizer (tiny_models.SHAPED): the engine's counts, stop reasons, character limits and the
     SQuAD metrics of what it wrote (real SmolLM2 generation: tests/test_generate.py)."""
@@ -92,7 +92,7 @@ def test_generation_task_through_the_cli(tmp_path, shared_data, tiny_smollm2):
         "\nname: xquad-hi-chars\ngeneration: {stop: [\"\\n\"], max_new_tokens: 32, max_new_chars: 12}\n", encoding="utf-8")
     out = tmp_path / "run"
     result = run("--model", tiny_smollm2, "--task", "xquad-hi", "--task", "xquad-hi-chars", "--task-dir", tmp_path / "tasks",
-                 "--limit", 6, "--data", shared_data, "--output", out)
+                 "--limit", 6, "--data", data_slices, "--output", out)
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "results.json").read_text())
     generation = summary["engine"]["generation"]  # the questions of one paragraph share it as a prompt prefix

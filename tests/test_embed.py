@@ -43,7 +43,7 @@ def test_minilm_batched_equals_single_and_transformers(shared_data):
     np.testing.assert_allclose(np.linalg.norm(batched, axis=-1), 1.0, atol=1e-5)
 
 
-def test_prefix_is_prepended(shared_data):
+def test_prefix_is_prepended():
     embedder = Embedder(ours("all-minilm-l6-v2"))
     a = embedder.embed([Embed("Mvua inanyesha leo.", prefix="query: ")])
     b = embedder.embed([Embed("query: Mvua inanyesha leo.")])

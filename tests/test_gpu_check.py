@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def test_dry_run_runs_every_part_and_writes_every_field(tmp_path):
+def test_dry_run_runs_every_part_and_writes_every_field(tmp_path, shared_data):  # bench/gpu_check.py reads ../shared/data
     from gpu_check import FP32_COMPARED, SHAPES
 
     env = {**os.environ, "OUT": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",

@@ -32,8 +32,8 @@ N_SIB = 12  # x 3 orders x 7 options
 
 
 @pytest.fixture(autouse=True)
-def at_repo_root(monkeypatch, shared_data):
-    monkeypatch.chdir(ROOT)  # the fixtures name their data as ../shared/data, relative to where lm-eval runs
+def at_repo_root(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the fixtures name their data as tests/data/..., relative to where lm-eval runs
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_changed_task_file_is_not_resumed_into(zero_shot, tmp_path, model):
 
 
 @pytest.mark.full
-def test_choice_orders_on_listed_options(tmp_path, hflm, shared_data, model):
+def test_choice_orders_on_listed_options(tmp_path, hflm, data_slices, model):
     result = CliRunner().invoke(cli, ["run", "--quiet", "--model", model.source, "--task", f"lm-eval:{SIB}", "--choice-orders",
                                       "original,shuffle:2", "--limit", str(N_SIB), "--output", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -154,7 +154,7 @@ def test_choice_orders_on_listed_options(tmp_path, hflm, shared_data, model):
                                         limit=1) if u.variant.order == "shuffle-1")
     item = unit.items[0]
     listed = [line.split(". ", 1)[1] for line in item.instances[0].args[0].splitlines()[-8:-1]]
-    topics = (shared_data / "sib200" / "labels.txt").read_text().split()
+    topics = (data_slices / "sib200" / "labels.txt").read_text().split()
     assert item.order != tuple(range(7)) and listed == [topics[i] for i in item.order]
     task = json.loads((tmp_path / "results.json").read_text())["tasks"]["lm-eval-sib200_swh_options"]
     axis = task["axes"]["order"]

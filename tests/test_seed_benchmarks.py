@@ -61,8 +61,8 @@ def test_indicgenbench_prompts_one_shot_and_directions():
     assert find_task("indicgenbench-flores").variants[0].metrics == ("chrf", "bleu")
 
 
-def test_flores_style_translation_from_sib200_joins_languages_by_index_id(shared_data, tmp_path):
-    units = {u.variant.key: u.items for u in prepare_task(find_task("sib200-translate:amh_Ethi"), shared_data, 2)}
+def test_flores_style_translation_from_sib200_joins_languages_by_index_id(data_slices, tmp_path):
+    units = {u.variant.key: u.items for u in prepare_task(find_task("sib200-translate:amh_Ethi"), data_slices, 2)}
     enxx, xxen = units["amh_Ethi|direction=enxx"][0], units["amh_Ethi|direction=xxen"][0]
     english = "Mutation adds new genetic variation, and selection removes it from the pool of expressed variation."
     amharic = "ሚውቴሽን አዲስ የዘረመል ልዩነትን ይጨምራል ፣ እናም ምርጫው ከተገለፀው የልዩነት ገንዳ ውስጥ ያስወግደዋል።"
@@ -77,8 +77,8 @@ def test_flores_style_translation_from_sib200_joins_languages_by_index_id(shared
         prepare_task(find_task("sib200-translate:amh_Ethi", overrides={"fewshot": {"n": 0}}), tmp_path)
 
 
-def test_milu_prompt_on_sib200_lists_seven_choices_after_five_shots(shared_data):
-    (question,), = [u.items for u in prepare_task(find_task("sib200-milu:hin_Deva"), shared_data, 1)]
+def test_milu_prompt_on_sib200_lists_seven_choices_after_five_shots(data_slices):
+    (question,), = [u.items for u in prepare_task(find_task("sib200-milu:hin_Deva"), data_slices, 1)]
     blocks = question.context.split("\n\n")
     assert len(blocks) == 6 and all(b.startswith("Question: Which topic is this text about?\n") for b in blocks)
     assert blocks[-1].endswith("Choices:\nA. science/technology\nB. travel\nC. politics\nD. sports\nE. health\n"

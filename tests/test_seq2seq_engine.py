@@ -16,10 +16,10 @@ def mt5(tmp_path_factory):
     return folder, build_seq2seq("mt5", folder, real_tokenizer=True), load_model(str(folder))
 
 
-def xcopa_requests(shared_data, n: int = 3) -> list[Loglikelihood]:
+def xcopa_requests(root, n: int = 3) -> list[Loglikelihood]:
     import json
 
-    rows = [json.loads(line) for line in (shared_data / "xcopa" / "sw" / "test.sw.jsonl").read_text().splitlines()[:n]]
+    rows = [json.loads(line) for line in (root / "xcopa" / "sw" / "test.sw.jsonl").read_text().splitlines()[:n]]
     out = []
     for row in rows:
         context = row["premise"].rstrip(".") + (" kwa sababu" if row["question"] == "cause" else " kwa hiyo")
@@ -41,14 +41,14 @@ def reference_logprob(torch_model, tokenizer, context: str, continuation: str, s
     return float(logp[range(len(cont)), cont].sum()), bool((logp.argmax(-1) == torch.tensor(cont)).all())
 
 
-def test_scores_equal_transformers_one_encoder_pass_per_context(mt5, shared_data):
+def test_scores_equal_transformers_one_encoder_pass_per_context(mt5, data_slices):
     import transformers
 
     from babeleval.engine.seq2seq_scoring import Seq2SeqScorer
 
     folder, torch_model, model = mt5
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    requests = xcopa_requests(shared_data) + [Loglikelihood("", " Habari ya dunia"), Loglikelihood("Nina njaa ", "sana")]
+    requests = xcopa_requests(data_slices) + [Loglikelihood("", " Habari ya dunia"), Loglikelihood("Nina njaa ", "sana")]
     requests.append(requests[0])  # a duplicate: scored once
     scorer = Seq2SeqScorer(model)
     results = scorer.loglikelihood(requests)
@@ -123,13 +123,13 @@ def test_encoder_mean_pooling_equals_transformers(mt5):
         assert np.abs(vector - hidden.mean(0).numpy()).max() <= 1e-4
 
 
-def test_orbax_checkpoint_round_trip(mt5, tmp_path, shared_data):
+def test_orbax_checkpoint_round_trip(mt5, tmp_path, data_slices):
     from babeleval.engine.seq2seq_scoring import Seq2SeqScorer
 
     _, _, model = mt5
     saved = load_model(str(model.save(tmp_path / "ckpt")))
     assert saved.config == model.config
-    requests = xcopa_requests(shared_data, 1)
+    requests = xcopa_requests(data_slices, 1)
     a, b = Seq2SeqScorer(model).loglikelihood(requests), Seq2SeqScorer(saved).loglikelihood(requests)
     assert [r.logprob for r in a] == [r.logprob for r in b]
 
@@ -154,7 +154,7 @@ def test_a_hub_layout_folder_loads(mt5, tmp_path):
     assert hub.tokenizer.encode_batch(text, special_tokens=True) == model.tokenizer.encode_batch(text, special_tokens=True)
 
 
-def test_babeleval_run_answers_every_task_kind(mt5, shared_data, tmp_path):
+def test_babeleval_run_answers_every_task_kind(mt5, data_slices, tmp_path):
     """`babeleval run`'s evaluate on an mT5 folder: multiple choice (XCOPA), generation (SIB-200
     translation) and bitext retrieval (Tatoeba) in one run; results.json names the encoder-decoder
     and its parts, and the engine counts one encoder pass per XCOPA question."""
@@ -163,7 +163,7 @@ def test_babeleval_run_answers_every_task_kind(mt5, shared_data, tmp_path):
     from babeleval.evaluate import evaluate
 
     folder, _, model = mt5
-    evaluate(model, ["xcopa:sw", "sib200-translate:swh_Latn", "tatoeba:swh"], tmp_path, data=shared_data, limit=3,
+    evaluate(model, ["xcopa:sw", "sib200-translate:swh_Latn", "tatoeba:swh"], tmp_path, data=data_slices, limit=3,
              progress=False)
     summary = json.loads((tmp_path / "results.json").read_text())
     assert summary["model"]["kind"] == "seq2seq" and summary["model"]["arch"] == "mt5"

@@ -13,10 +13,10 @@ import squad_reference as ref
 from babeleval.metrics.squad import SQuAD
 
 
-def xquad_predictions(shared_data, seed=0):
+def xquad_predictions(root, seed=0):
     """Realistic predictions: the gold answer, the answer with neighbouring context words,
     the answer plus the danda, another question's answer, a context window."""
-    data = json.loads((shared_data / "xquad" / "xquad.hi.json").read_text(encoding="utf-8"))
+    data = json.loads((root / "xquad" / "xquad.hi.json").read_text(encoding="utf-8"))
     rng = random.Random(seed)
     predictions, answers = [], []
     for article in data["data"]:
@@ -42,9 +42,19 @@ def xquad_predictions(shared_data, seed=0):
 
 
 @pytest.mark.parametrize("mode", ["official", "multilingual"])
-def test_equal_python_reference_on_xquad_hi(shared_data, mode):
-    predictions, answers = xquad_predictions(shared_data)
-    assert len(predictions) == 1190
+def test_equal_python_reference_on_xquad_hi(data_slices, mode):
+    """The slice in tests/data: XQuAD-hi's first two articles."""
+    check_against_reference(*xquad_predictions(data_slices), 97, mode)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("mode", ["official", "multilingual"])
+def test_equal_python_reference_on_all_of_xquad_hi(shared_data, mode):
+    check_against_reference(*xquad_predictions(shared_data), 1190, mode)
+
+
+def check_against_reference(predictions, answers, n, mode):
+    assert len(predictions) == n
     lang = "hi" if mode == "multilingual" else "en"
     ours = SQuAD(mode, lang).corpus_score(predictions, answers)
     expected = ref.corpus(predictions, answers, mode=mode, lang=lang)

@@ -25,37 +25,37 @@ def items(spec, data, limit=None):
     return [u.items for u in prepare_task(find_task(spec) if isinstance(spec, str) else spec, data, limit)]
 
 
-def test_xcopa_prompt_equals_lm_eval_text(shared_data):
-    (q, *_), = items("xcopa-sw", shared_data, 2)
+def test_xcopa_prompt_equals_lm_eval_text(data_slices):
+    (q, *_), = items("xcopa-sw", data_slices, 2)
     assert q.context == "Kifaa kilikuwa kimefungwa kwenye mfuko vibofu kwa sababu"
     assert q.choices == ("kikuwa nyepesi kuvunjika.", "kilikuwa kidogo.") and q.gold == 0 and q.id == "0"
 
 
-def test_xquad_prompt_and_references(shared_data):
-    (p, *_), = items("xquad-hi", shared_data, 2)
-    paragraph = json.loads((shared_data / "xquad" / "xquad.hi.json").read_text())["data"][0]["paragraphs"][0]
+def test_xquad_prompt_and_references(data_slices):
+    (p, *_), = items("xquad-hi", data_slices, 2)
+    paragraph = json.loads((data_slices / "xquad" / "xquad.hi.json").read_text())["data"][0]["paragraphs"][0]
     question = paragraph["qas"][0]["question"]  # 'पैंथर्स डिफ़ेंस ने कितने अंक दिए?' (with a combining nukta)
     assert p.context == f"Context: {paragraph['context']}\nQuestion: {question}\nAnswer:"
     assert p.context.startswith("Context: पैंथर्स की डिफ़ेन्स ने लीग में केवल 308 अंक दिए") or "308" in p.context
     assert p.references == ("308",) and p.id == "56beb4343aeaaa14008c925b"
 
 
-def test_two_shot_block_from_the_validation_split(shared_data, tmp_path):
+def test_two_shot_block_from_the_validation_split(data_slices, tmp_path):
     path = write(tmp_path / "xcopa2.yaml", """
         include: {builtin}/xcopa.yaml
         name: xcopa-2shot
         fewshot: {{n: 2, split: val}}
         """.format(builtin=find_task("xcopa").where.rsplit("/", 1)[0]))
-    (q, *_), = items(f"{path}:sw", shared_data, 1)
+    (q, *_), = items(f"{path}:sw", data_slices, 1)
     assert q.context == ("Mwanaume alifungua bomba la maji kwa hiyo maji yalitiririka kutoka kwenye bomba.\n\n"
                          "Msichana aliona mdudu kwenye uji wake kwa hiyo alipoteza hamu ya kula.\n\n"
                          "Kifaa kilikuwa kimefungwa kwenye mfuko vibofu kwa sababu")
 
 
-def test_sib200_has_all_24_languages_and_seven_topics(shared_data):
+def test_sib200_has_all_24_languages_and_seven_topics(data_slices):
     task = find_task("sib200")
     assert len(task.subsets) == 24 and task.subsets["amh_Ethi"] == {"language": "amh", "script": "Ethi"}
-    (q, *_), = items("sib200-amh_Ethi", shared_data, 1)
+    (q, *_), = items("sib200-amh_Ethi", data_slices, 1)
     assert len(q.choices) == 7 and q.choices[q.gold] == "science/technology" and q.id == "1523"
     assert q.context.startswith("Text: ሚውቴሽን") and q.context.endswith(
         "\nQuestion: Which topic is this text about: science/technology, travel, politics, sports, health, "
@@ -126,10 +126,10 @@ def test_choice_orders_remap_gold(n_gold, order, doc_id):
         assert shown == options
 
 
-def test_orders_expand_into_subsets_and_shuffles_differ(shared_data):
+def test_orders_expand_into_subsets_and_shuffles_differ(data_slices):
     task = find_task("xcopa-orders:sw")
     assert task.axes == {"order": ["original", "shuffle-1", "shuffle-2", "shuffle-3", "gold-first", "gold-last"]}
-    by_order = dict(zip(task.axes["order"], items(task, shared_data, 40)))
+    by_order = dict(zip(task.axes["order"], items(task, data_slices, 40)))
     assert all(q.gold == 0 for q in by_order["gold-first"]) and all(q.gold == 1 for q in by_order["gold-last"])
     for order, questions in by_order.items():
         for q, original in zip(questions, by_order["original"]):
@@ -286,7 +286,7 @@ def test_parallel_line_files_must_align(tmp_path):
         items(task, None)
 
 
-def test_choice_orders_switch_on_any_multiple_choice_task(shared_data):
+def test_choice_orders_switch_on_any_multiple_choice_task(data_slices):
     orders = ["original", "shuffle:2", "gold-last"]
     task = find_task("sib200-amh_Ethi", overrides={"choice_orders": orders})
     assert task.axes == {"order": ["original", "shuffle-1", "shuffle-2", "gold-last"]}
@@ -333,12 +333,12 @@ def test_main_metric_and_order_axis_clash_are_checked(tmp_path):
         find_task("proverbeval-fill-blank", overrides={"choice_orders": ["original", "gold-first"]})
 
 
-def test_sample_draws_the_same_documents_in_every_variant(shared_data):
+def test_sample_draws_the_same_documents_in_every_variant(data_slices):
     from babeleval.tasks.documents import load_documents
 
     task = find_task("sib200-amh_Ethi", overrides={"choice_orders": ["original", "gold-last"]})
-    first, last = [[d.id for d in load_documents(v, shared_data, sample=30)] for v in task.variants]
+    first, last = [[d.id for d in load_documents(v, data_slices, sample=30)] for v in task.variants]
     assert first == last and len(first) == 30
-    categories = {d.fields["category"] for d in load_documents(task.variants[0], shared_data, sample=30)}
+    categories = {d.fields["category"] for d in load_documents(task.variants[0], data_slices, sample=30)}
     assert len(categories) > 3  # the first 30 rows are all science/technology
-    assert {d.fields["category"] for d in load_documents(task.variants[0], shared_data, limit=30)} == {"science/technology"}
+    assert {d.fields["category"] for d in load_documents(task.variants[0], data_slices, limit=30)} == {"science/technology"}

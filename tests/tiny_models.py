@@ -6,6 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 VOCAB = 128
+# The parity tests draw every tiny model with this std (initializer_range), not transformers'
+# default 0.02: at 0.02 attention is nearly uniform, so a wrong rotary theta or fraction moved
+# the logits by only 1e-4..1.5e-3 (1.1..15 times the old absolute tolerance of 1e-4); at 0.2
+# attention depends on positions and the same errors move them by 1..4.5 (the largest logit ~5..10),
+# while the fp32 parity error stays ~1e-6 of the logits' scale (test_parity_tiny.py's tolerance is
+# relative to it).
+PARITY_STD = 0.2
 COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
               max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
@@ -183,15 +190,16 @@ LEGACY = {
 }
 
 
-def build_legacy(name: str, folder: Path):
-    """A tiny model whose config.json is rewritten in the legacy hub layout; returns transformers'
-    model loaded back from that folder (what a user of the hub checkpoint gets)."""
+def build_legacy(name: str, folder: Path, **overrides):
+    """A tiny model whose config.json is rewritten in the legacy hub layout (build's overrides
+    passed on); returns transformers' model loaded back from that folder (what a user of the hub
+    checkpoint gets)."""
     import json
 
     import transformers
 
     family, drop, extra = LEGACY[name]
-    build(family, folder)
+    build(family, folder, **overrides)
     path = folder / "config.json"
     raw = {k: v for k, v in json.loads(path.read_text()).items() if k not in drop}
     path.write_text(json.dumps({**raw, **extra}, indent=1))

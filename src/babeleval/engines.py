@@ -34,6 +34,31 @@ def is_embedder(model) -> bool:
     return hasattr(model, "identity") and hasattr(model, "embed") and not hasattr(model, "config")
 
 
+def check_translations(model, configs) -> None:
+    """Before anything runs: a translation model (engine/translation.py) runs only generation tasks
+    whose files name their languages, in languages it has tokens for; else one line naming the
+    task, the languages it lacks and the subsets it can run."""
+    if is_embedder(model) or getattr(model, "remote", False):
+        return
+    from .engine.translation import refuse_untranslatable, translation_conventions
+
+    conventions = translation_conventions(model)
+    if conventions is None:
+        return
+    for config in configs:
+        variants = [v for v in config.variants if getattr(v, "kind", None) == "generation"]
+        if any(v.translation is None for v in variants):
+            raise refuse_untranslatable(model, conventions, f"task {config.name}")
+        lacking = {code: v.subset for v in variants for code in (v.translation.source, v.translation.target)
+                   if conventions.lookup(code) is None}
+        if lacking:
+            runnable = [s for s in config.subsets if s not in lacking.values()]
+            hint = f"run --task {config.name}:{','.join(runnable)}" if runnable else "no subset of it can run"
+            raise BabelevalError(f"{model.source}: the {conventions.name} model has no token for "
+                                 f"{', '.join(sorted(lacking))} (task {config.name}, subsets "
+                                 f"{', '.join(sorted(set(lacking.values())))}); {hint}")
+
+
 class Engines:
     def __init__(self, model, batch_size: int | None = None, mesh=None):
         self.model = model

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engines import Engines, is_embedder
+from .engines import check_translations, Engines, is_embedder
 from .lm_eval.tasks import PREFIX as LM_EVAL, load_lm_eval_task, prepare_lm_eval
 from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
@@ -98,8 +98,8 @@ def _read_samples(path: Path, variants: dict[str, Variant]) -> dict[tuple[str, s
             continue  # a line cut by a kill: that document is computed again
         if key in variants and signature != variants[key].signature:
             raise BabelevalError(f"{path}:{n}: written by another configuration of {key} (signature {signature}, "
-                                 f"now {variants[key].signature}: a template or setting changed); use another "
-                                 "--output or delete the file")
+                                 f"now {variants[key].signature}: a template, a setting or the task's version "
+                                 "changed); use another --output or delete the file")
         done[(key, doc_id)] = record
     return done
 
@@ -206,7 +206,14 @@ def run_task(engines: Engines, task: TaskConfig, units: list[Unit], output: Path
             "languages": {s: m for s, m in task.subsets.items()}, "main_metric": task.main_metric,
             **summary, "metric_signatures": metric_signatures, **({"search": search} if search else {}),
             **({"bad_rows": bad_rows} if bad_rows else {}), **({"chat": chat} if (chat := chat_summary(units)) else {}),
+            **({"translations": pairs} if (pairs := translation_pairs(units)) else {}),
             "seconds": round(time.time() - start, 2), "resumed": resumed, "truncated": engines.truncated() - truncated_before}
+
+
+def translation_pairs(units) -> dict:
+    """Each variant's languages (FLORES-200 codes) where its task file names them."""
+    return {u.variant.key: {"source": u.variant.translation.source, "target": u.variant.translation.target}
+            for u in units if u.variant.translation is not None}
 
 
 def _devices() -> dict:
@@ -292,6 +299,7 @@ def _run(model, configs, prepared, previous, output: Path, log, *, started, embe
 
         log(f"loading {model} ...")
         model = load_model(model, dtype=dtype, mesh=mesh, quantize=quantize)  # each tensor straight into its shards
+    check_translations(model, configs)  # a translation model's refusals, before any task runs
     engines = Engines(model, batch_size, mesh=mesh)
     task_results = {}
     for config, units, done in zip(configs, prepared, previous):

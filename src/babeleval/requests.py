@@ -15,11 +15,23 @@ class Loglikelihood:
 
 
 @dataclass(frozen=True)
+class Translation:
+    """What a translation request asks, apart from its LLM prompt: the source sentence alone and
+    the two languages as FLORES-200 codes (eng_Latn, hin_Deva). A translation model (NLLB, M2M100,
+    MADLAD-400) reads these instead of the prompt (engine/translation.py); other models ignore them."""
+
+    text: str
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
 class Generate:
     context: str
     stop: tuple[str, ...] = ()
     max_new_tokens: int = 32
     max_new_chars: int | None = None  # a character budget: fair across scripts that byte-fall-back
+    translation: Translation | None = None  # a translation task's sentence and languages
 
 
 @dataclass(frozen=True)

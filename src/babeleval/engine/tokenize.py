@@ -1,20 +1,26 @@
 """The context/continuation token boundary, exactly as lm-evaluation-harness draws it
-for decoder models: encode(context + continuation) minus encode(context), trailing
-context spaces moved to the continuation, an empty context replaced by BOS (or EOS), and
-no second BOS before a context that starts with one (a chat template's); and for
-encoder-decoders as it draws them there (seq2seq_pairs)."""
+for decoder models: encode(context + continuation) minus encode(context), the context's
+trailing whitespace (spaces, newlines, tabs: all of it, str.rstrip() as TemplateLM._encode_pair)
+moved to the continuation, an empty context replaced by BOS (or EOS), and no second BOS
+before a context that starts with one (a chat template's); and for encoder-decoders as it
+draws them there (seq2seq_pairs)."""
 from __future__ import annotations
 
 from ..loading.tokenizer import Tokenizer
 
 
+def move_whitespace(context: str, continuation: str) -> tuple[str, str]:
+    """lm-eval's rule: the context's trailing whitespace starts the continuation ("Answer:\\n",
+    " A" -> "Answer:", "\\n A"), so the context's tokens never end in a whitespace token that
+    the continuation's text would have merged with."""
+    kept = context.rstrip()
+    return kept, context[len(kept):] + continuation
+
+
 def split_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-    moved = []
-    for context, continuation in pairs:
-        spaces = len(context) - len(context.rstrip(" "))
-        if spaces:
-            context, continuation = context[:-spaces], context[-spaces:] + continuation
-        moved.append((context, continuation))
+    """A context of whitespace only is then empty and gets BOS (or EOS) as an empty one does
+    (lm-eval would score such a request with no context token at all)."""
+    moved = [move_whitespace(context, continuation) for context, continuation in pairs]
     wholes = tokenizer.encode_batch([c + x for c, x in moved])
     contexts = tokenizer.encode_batch([c for c, _ in moved])
     start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
@@ -32,10 +38,7 @@ def seq2seq_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> list[tu
     for the decoder; an empty context is the prefix token (BOS, else EOS: T5's </s>), or the
     continuation's first token when it is that token."""
     start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
-    moved = []
-    for context, continuation in pairs:
-        spaces = len(context) - len(context.rstrip())
-        moved.append((context[:len(context) - spaces], context[len(context) - spaces:] + continuation))
+    moved = [move_whitespace(context, continuation) for context, continuation in pairs]
     contexts = tokenizer.encode_batch([c for c, _ in moved], special_tokens=True)
     continuations = tokenizer.encode_batch([k for _, k in moved])
     out = []

@@ -101,7 +101,10 @@ class ExactSeq2SeqGenerator(LmEvalRules, Seq2SeqGenerator):
     """An encoder-decoder's generate_until as HFLM (backend "seq2seq") answers it: generate's
     max_length is the prompt's length + max_gen_toks, counted in decoder tokens with the start
     token, so a row makes up to len(prompt) + max_gen_toks - 1 new tokens (HFLM's prompt length is
-    its padded batch's: equal at batch size 1)."""
+    its padded batch's: equal at batch size 1). HFLM prompts a translation model (NLLB, MADLAD) as
+    any other: no language tokens."""
+
+    follows_conventions = False
 
     def new_token_limit(self, prompt: list[int], max_new: int) -> int:
         return len(prompt) + max_new - 1

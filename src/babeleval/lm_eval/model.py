@@ -4,7 +4,7 @@ lm-eval hands a backend all of a task's requests at once; they go to the Scorer 
 (packed rows, a shared prefix computed once, duplicates scored once) and to the Generator in
 one call per generation-settings group. Tokenisation is lm-eval's HF backend's (HFLM), so the
 numbers are the same: the context/continuation split is TemplateLM's own code (_encode_pair:
-trailing context spaces moved to the continuation; an empty context scored after the prefix
+trailing context whitespace moved to the continuation; an empty context scored after the prefix
 token, BOS else EOS), tok_encode adds special tokens as the model's tokenizer does unless the
 text already starts with BOS (a rendered chat template), a request longer than max_length
 keeps its last max_length + 1 tokens, and rolling windows are lm_eval.utils' own.

@@ -54,17 +54,26 @@ class LmEvalVariant:
     where: str = ""
     chat: object = None  # config.ChatSpec: lm-eval's apply_chat_template path, rendered by our ChatTemplate
     bad_rows: BadRows = field(default=BadRows(), compare=False)  # multiple choice (tasks/bad_rows.py)
+    translation: object = None  # lm-eval tasks name no languages (HFLM prompts every model alike)
 
     @property
     def key(self) -> str:
         return "|".join([self.subset] + [f"{a}={v}" for a, v in self.axes])
 
     @property
+    def scored(self) -> bool:
+        """Answered by log-likelihood: its records follow the token boundary of engine/tokenize.py,
+        lm-eval's own since issue 50 (a context's trailing newlines moved to the continuation
+        too), which the signature names so that records of before are refused, not resumed."""
+        return self.lm_task.get_config("output_type") != "generate_until"
+
+    @property
     def signature(self) -> str:
         chat = self.chat and [getattr(self.chat.template, "identity", self.chat.template), self.chat.system,
                               self.chat.fewshot_as_multiturn]
         blob = json.dumps([self.config_hash, self.num_fewshot, FEWSHOT_SEED, self.order, self.order_seed,
-                           self.options.signature if self.options else None] + ([chat] if chat else []))
+                           self.options.signature if self.options else None] + ([chat] if chat else [])
+                          + (["boundary: trailing whitespace"] if self.scored else []))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BabelevalError
-from .tokenizer import HFTokenizer, Special
+from .tokenizer import HFTokenizer, Special, Tokenizer, TransformersTokenizer
 
 
 def read_json(path: Path) -> dict:
@@ -122,14 +122,13 @@ def _torch_items(files: list[Path]):
             yield name, (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy()
 
 
-def hf_tokenizer(folder: Path, raw_config: dict, add_bos: bool) -> HFTokenizer:
+def hf_tokenizer(folder: Path, raw_config: dict, add_bos: bool) -> Tokenizer:
     from tokenizers import Tokenizer as Backend
 
     file = folder / "tokenizer.json"
-    if file.exists():
-        backend = Backend.from_file(str(file))
-    else:
-        backend = _converted_sentencepiece(folder)
+    backend = Backend.from_file(str(file)) if file.exists() else _converted_sentencepiece(folder)
+    slow = None if isinstance(backend, Backend) else backend  # no tokenizers twin (M2M100)
+    lookup = slow.get_vocab().get if slow is not None else backend.token_to_id
     tok_cfg = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
 
     def special_id(name):
@@ -137,9 +136,10 @@ def hf_tokenizer(folder: Path, raw_config: dict, add_bos: bool) -> HFTokenizer:
         value = value[0] if isinstance(value, list) else value
         token = tok_cfg.get(f"{name}_token")
         token = token.get("content") if isinstance(token, dict) else token
-        return value if value is not None else (backend.token_to_id(token) if token else None)
+        return value if value is not None else (lookup(token) if token else None)
 
-    return HFTokenizer(backend, Special(special_id("bos"), special_id("eos"), special_id("pad"), add_bos))
+    special = Special(special_id("bos"), special_id("eos"), special_id("pad"), add_bos)
+    return TransformersTokenizer(slow, special) if slow is not None else HFTokenizer(backend, special)
 
 
 SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model", "tokenizer.model")  # T5/mT5, NLLB/XLM-R, Llama
@@ -148,7 +148,7 @@ SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model", "tokenizer.mod
 def _converted_sentencepiece(folder: Path):
     """A folder with a SentencePiece model but no tokenizer.json (mT5, mT0 and NLLB on the hub):
     transformers converts it, with the family's special tokens, into the fast tokenizer HF's
-    own loading would use."""
+    own loading would use; a family with no fast tokenizer (M2M100) gets transformers' own."""
     if not any((folder / name).exists() for name in SENTENCEPIECE_FILES):
         raise BabelevalError(f"{folder}: no tokenizer.json (nor a SentencePiece model: {', '.join(SENTENCEPIECE_FILES)})")
     try:
@@ -156,7 +156,8 @@ def _converted_sentencepiece(folder: Path):
     except ImportError:
         raise BabelevalError(f"{folder}: only a SentencePiece model: converting it needs transformers and sentencepiece "
                              "(pip install transformers sentencepiece protobuf)") from None
-    return AutoTokenizer.from_pretrained(str(folder)).backend_tokenizer
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    return getattr(tok, "backend_tokenizer", None) or tok  # M2M100's has no fast twin: used as it is
 
 
 def download(repo_id: str) -> Path:

@@ -49,6 +49,10 @@ class Tokenizer:
 
     unk_id: int | None = None
 
+    def token_id(self, token: str | None) -> int | None:
+        """The id of one vocabulary entry (a language token, a tag), None where there is none."""
+        return None
+
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text])[0]
 
@@ -103,8 +107,39 @@ class SentencePieceTokenizer(Tokenizer):
     def decode(self, ids) -> str:
         return self.sp.decode(list(ids))
 
+    def token_id(self, token: str | None) -> int | None:
+        found = self.sp.piece_to_id(token) if token else None
+        return found if found is not None and self.sp.id_to_piece(found) == token else None
+
     def _save_vocab(self, folder: Path) -> None:
         (folder / "tokenizer.model").write_bytes(self.model_file.read_bytes())
+
+
+class TransformersTokenizer(Tokenizer):
+    """A transformers tokenizer that has no `tokenizers` twin to convert to (M2M100's: SentencePiece
+    pieces looked up in a fairseq vocab.json, language tokens added after it), used as it is."""
+
+    kind = "transformers"
+
+    def __init__(self, tok, special: Special):
+        super().__init__(special)
+        self.tok = tok
+        # M2M100's language tokens live outside get_vocab(), after it
+        self.vocab_size = max([*tok.get_vocab().values(), *getattr(tok, "lang_token_to_id", {}).values()]) + 1
+        self.unk_id = tok.unk_token_id
+
+    def encode_batch(self, texts, special_tokens: bool = False) -> list[list[int]]:
+        return [self.tok(t, add_special_tokens=special_tokens)["input_ids"] for t in texts]
+
+    def decode(self, ids) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=True)
+
+    def token_id(self, token: str | None) -> int | None:
+        found = self.tok.convert_tokens_to_ids(token) if token else None
+        return None if found is None or (found == self.unk_id and token != self.tok.unk_token) else found
+
+    def _save_vocab(self, folder: Path) -> None:
+        self.tok.save_pretrained(str(folder))
 
 
 class ByteTokenizer(Tokenizer):
@@ -162,6 +197,10 @@ def load_tokenizer(folder: Path) -> Tokenizer:
         return ByteTokenizer(special)
     if kind == "sentencepiece":
         return SentencePieceTokenizer(folder / "tokenizer.model", special)
+    if kind == "transformers":
+        from transformers import AutoTokenizer
+
+        return TransformersTokenizer(AutoTokenizer.from_pretrained(str(folder)), special)
     from tokenizers import Tokenizer as Backend
 
     return HFTokenizer(Backend.from_file(str(folder / "tokenizer.json")), special)

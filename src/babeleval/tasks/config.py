@@ -14,7 +14,8 @@ import difflib
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 from ..errors import BabelevalError
 from .order import expand_orders
@@ -30,10 +31,10 @@ TOP_FIELDS = ("name", "version", "kind", "description", "protocol", "source", "c
               "data", "subsets", "axes", "choice_orders", "order_seed", "doc_id", "prompt", "choices", "target",
               "target_delimiter", "scoring", "labels", "metrics", "fewshot", "generation", "source_text",
               "target_text", "include", "tags", "vars", "breakdown", "axis_groups", "search", "ks", "fuse", "pool", "reverse",
-              "chat", "bad_rows")
+              "chat", "bad_rows", "translation")
 VARIANT_FIELDS = ("data", "doc_id", "prompt", "choices", "target", "target_delimiter", "scoring", "labels",
                   "metrics", "fewshot", "generation", "source_text", "target_text", "vars", "search", "ks", "fuse",
-                  "pool", "reverse", "chat", "bad_rows")
+                  "pool", "reverse", "chat", "bad_rows", "translation")
 SUBSET_FIELDS = ("language", "script", "only") + VARIANT_FIELDS
 DATA_FIELDS = ("path", "format", "key", "split", "hub", "builtin", "join")
 JOIN_FIELDS = ("path", "format", "key", "by", "prefix")
@@ -45,6 +46,8 @@ GENERATION_FIELDS = ("stop", "max_new_tokens", "max_new_chars")
 CHAT_FIELDS = ("template", "system", "fewshot_as_multiturn")
 BAD_ROW_FIELDS = ("duplicate_choices", "empty_choice", "unknown_target")
 BAD_ROW_POLICIES = ("keep", "skip", "error")
+TRANSLATION_FIELDS = ("source", "target", "text")
+FLORES_CODE = re.compile(r"[a-z]{2,3}_[A-Z][a-z]{3}")  # ISO 639-3 (or 639-1) + ISO 15924 script: hin_Deva
 
 
 def _suggest(value: str, choices) -> str:
@@ -119,6 +122,17 @@ class ChatSpec:
 
 
 @dataclass(frozen=True)
+class TranslationSpec:
+    """A translation's languages as FLORES-200 codes (placeholders {subset} and the subset's
+    vars filled) and, for generation, the expression giving the source sentence alone: what a
+    translation model reads instead of the prompt (engine/translation.py)."""
+
+    source: str
+    target: str
+    text: str | None = None
+
+
+@dataclass(frozen=True)
 class BadRows:
     """What to do with a row that is not clean but can be scored (tasks/bad_rows.py): keep it
     (scored as lm-eval scores it, flagged and counted), skip it (counted), or stop (error)."""
@@ -155,6 +169,7 @@ class Variant:
     order: str
     order_seed: int
     breakdown: tuple[str, ...] = ()  # document fields the results are also broken down by
+    version: str = "1"  # the task's version (in the signature from 2 on)
     search: object = None  # retrieval kinds: SearchSettings
     ks: tuple[int, ...] = (1, 5, 10)
     fuse: tuple[tuple[str, float], ...] = ()  # DistFuse: (embedder spec or "model", weight)
@@ -162,6 +177,7 @@ class Variant:
     reverse: bool = False  # bitext: search target -> source (eng -> xx) instead
     chat: ChatSpec | None = None
     bad_rows: BadRows = BadRows()
+    translation: TranslationSpec | None = None
     where: str = field(default="", compare=False)
 
     @property
@@ -172,9 +188,19 @@ class Variant:
     @property
     def signature(self) -> str:
         """Hash of everything that changes a record: templates, fields, few-shot, scoring, the
-        chat template (its hash). Not the bad-row policy: a kept row's record is the same
-        whatever the policy (and no chat: signatures of runs before chat existed)."""
-        fields = {k: v for k, v in self.__dict__.items() if k not in ("where", "bad_rows") and not (k == "chat" and v is None)}
+        chat template (its hash), the task's version from 2 on. Not the bad-row policy: a kept
+        row's record is the same whatever the policy (and no chat, version 1: signatures of runs
+        before either counted). A chatted multiple-choice variant also holds the token boundary:
+        its contexts end in the template's newline, which its options are scored with since
+        issue 50 (engine/tokenize.py), so records of before are refused, not resumed. Not the
+        translation block: a prompted model's records are the same with it (an LLM run of before
+        still pairs with an MT run), and a translation model's records carry it themselves."""
+        fields = {k: v for k, v in self.__dict__.items()
+                  if k not in ("where", "bad_rows", "translation") and not (k == "chat" and v is None)}
+        if self.version == "1" or self.kind in ("bitext", "knn"):  # retrieval: tatoeba was version 2 before it counted
+            del fields["version"]
+        if self.chat is not None and self.kind == "multiple_choice":
+            fields["boundary"] = "trailing whitespace"
         blob = json.dumps(fields, sort_keys=True, default=lambda o: getattr(o, "identity", None) or o.__dict__,
                           ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -299,6 +325,41 @@ def parse_bad_rows(raw, where: str) -> BadRows:
     return BadRows(**raw)
 
 
+def _translation(raw, kind: str, subset: str, variables: dict, where: str) -> TranslationSpec | None:
+    """The translation: field, its codes (a code, or a mapping subset -> code) filled for the subset
+    ({subset}, {language}, {script} and its vars) and checked as FLORES-200 codes. Bitext: the
+    languages of source_text and target_text."""
+    if raw is None:
+        return None
+    check_fields(raw, TRANSLATION_FIELDS, where, "translation")
+    if kind not in ("generation", "bitext"):
+        raise BabelevalError(f"{where}: translation applies to generation and bitext tasks (this one is {kind})")
+    codes = []
+    for side in ("source", "target"):
+        value = raw.get(side)
+        if isinstance(value, dict):  # subset -> code
+            value = value.get(subset, value.get(str(subset)))
+            if value is None:
+                raise BabelevalError(f"{where}: translation {side} gives no code for subset {subset!r}")
+        if not isinstance(value, str):
+            raise BabelevalError(f"{where}: translation needs {side}: a FLORES-200 code such as eng_Latn or hin_Deva")
+        try:
+            code = value.format_map(variables)
+        except KeyError as exc:
+            raise BabelevalError(f"{where}: translation {side} {value!r} names {exc}, which the subset does not define") from None
+        if not FLORES_CODE.fullmatch(code):
+            raise BabelevalError(f"{where}: translation {side} {code!r} is not a FLORES-200 code (language_Script, "
+                                 "e.g. eng_Latn, hin_Deva)")
+        codes.append(code)
+    text = raw.get("text")
+    if kind == "generation":
+        if not isinstance(text, str):
+            raise BabelevalError(f"{where}: translation needs text: the expression giving the source sentence alone "
+                                 "(what a translation model reads)")
+        check_syntax(text, "translation text", where, expression=True)
+    return TranslationSpec(codes[0], codes[1], text)
+
+
 def _flag(value, name: str, where: str) -> bool:
     if not isinstance(value, bool):
         raise BabelevalError(f"{where}: {name} must be true or false, got {value!r}")
@@ -366,7 +427,8 @@ def _variant(raw: dict, name: str, kind: str, subset: str, meta: dict, axes, ord
         pool=_data(deep_merge(raw["data"], {"split": "train", **(raw.get("pool") or {})}), where) if kind == "knn" else None,
         reverse=_flag(raw.get("reverse", False), "reverse", where),
         chat=_chat(raw.get("chat"), kind, where), bad_rows=parse_bad_rows(raw.get("bad_rows") or {}, where),
-        where=where)
+        translation=_translation(raw.get("translation"), kind, subset, {**meta, **(raw.get("vars") or {}), "subset": subset},
+                                 where), where=where)
 
 
 def _metric_names(variant: Variant) -> tuple[str, ...]:
@@ -424,6 +486,8 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
                 extra = [("order", order)] if len(orders) > 1 else []
                 variants.append(_variant(resolved, name, kind, str(subset), meta, axis_values + extra, order,
                                          raw.get("breakdown") or (), f"{where} [{subset}{''.join(f' {a}={v}' for a, v in axis_values + extra)}]"))
+    version = str(raw.get("version", 1))
+    variants = [replace(v, version=version) for v in variants]
     main = raw.get("main_metric") or _metric_names(variants[0])[0]
     check_choice(main, _metric_names(variants[0]), where, "main_metric")
     groups = raw.get("axis_groups") or {}
@@ -435,7 +499,7 @@ def parse_task(raw: dict, where: str) -> TaskConfig:
             unknown = [m for m in map(str, members) if m not in known[axis]]
             if unknown:
                 raise BabelevalError(f"{where}: axis_groups {axis}.{pool}: {unknown[0]!r} is not a value of {axis}")
-    return TaskConfig(name=name, kind=kind, version=str(raw.get("version", 1)), description=raw.get("description", ""),
+    return TaskConfig(name=name, kind=kind, version=version, description=raw.get("description", ""),
                       protocol=raw.get("protocol", ""), source=raw.get("source", ""), citation=raw.get("citation", ""),
                       license=raw.get("license", ""), main_metric=main, subsets=meta_out, variants=tuple(variants),
                       tags=tuple(raw.get("tags") or ()), breakdown=tuple(raw.get("breakdown") or ()),

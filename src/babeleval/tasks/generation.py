@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import BabelevalError
 from ..metrics.generation import build_metric
-from ..requests import Generate, GenerateResult
+from ..requests import Generate, GenerateResult, Translation
 from .config import Variant
 from .documents import Document, context_of, demonstrations, fields_for_breakdown
 from .prompts import prompt_context
@@ -26,6 +26,7 @@ class Prompt:
     context: str
     references: tuple[str, ...]
     fields: tuple[tuple[str, str], ...] = ()  # values of the task's breakdown fields
+    translation: Translation | None = None  # the source sentence alone and its languages (a translation task)
 
     @property
     def prompt_hash(self) -> str:
@@ -55,18 +56,25 @@ class Generation:
         return references_of(evaluate(self.variant.target, context_of(self.variant, doc.fields), "target", doc.origin),
                              doc.origin)
 
+    def _translation(self, doc: Document) -> Translation | None:
+        spec = self.variant.translation
+        if spec is None:
+            return None
+        text = evaluate(spec.text, context_of(self.variant, doc.fields), "translation text", doc.origin)
+        return Translation(str(text), spec.source, spec.target)
+
     def prepare(self, docs: list[Document], shots: list[Document]) -> list[Prompt]:
         v = self.variant
         out, table = [], demonstration_table(v, docs, shots)
         for doc in docs:
             demos = [(self._prompt(s), self._references(s)[0]) for s in demonstrations(v, shots, doc, table)]
             out.append(Prompt(doc.id, prompt_context(v, demos, self._prompt(doc)), self._references(doc),
-                              fields_for_breakdown(v, doc)))
+                              fields_for_breakdown(v, doc), self._translation(doc)))
         return out
 
     def requests(self, prompts: list[Prompt]) -> list[Generate]:
         g = self.variant.generation
-        return [Generate(p.context, g.stop, g.max_new_tokens, g.max_new_chars) for p in prompts]
+        return [Generate(p.context, g.stop, g.max_new_tokens, g.max_new_chars, p.translation) for p in prompts]
 
     def score(self, prompts: list[Prompt], results: list[GenerateResult]) -> list[dict]:
         predictions = [r.text.strip() for r in results]
@@ -76,6 +84,7 @@ class Generation:
             per_sample.update(metric.per_sample(predictions, references))
         return [{"id": p.id, "prompt_hash": p.prompt_hash, "fields": dict(p.fields), "generation": r.text, "prediction": predictions[i],
                  "references": list(p.references), "stop_reason": r.stop_reason, "new_tokens": r.new_tokens,
+                 **({"translation": p.translation.__dict__} if p.translation else {}),
                  **{k: values[i] for k, values in per_sample.items()}}
                 for i, (p, r) in enumerate(zip(prompts, results))]
 
