@@ -4,11 +4,13 @@ change against the unquantized run with compare's paired test (Holm across langu
 languages with the largest loss first."""
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from babeleval.cli.main import cli
 
 
+@pytest.mark.full
 def test_one_command_runs_every_quantization_and_says_which_languages_lose(tiny_smollm2, tmp_path, monkeypatch):
     import babeleval.evaluate as evaluate
 
@@ -51,8 +53,6 @@ def test_changes_are_each_choice_minus_the_baseline_largest_loss_first(monkeypat
     effects = quantization.quantization_effects(tmp_path, ["int8", "none", "int4"])
     sw, ta = effects["tasks"]["t"]["languages"]
     assert effects["baseline"] == "none" and (sw["subset"], ta["subset"]) == ("sw", "ta")
-    import pytest
-
     assert sw["baseline"] == 0.6 and sw["changes"]["int4"]["difference"] == pytest.approx(-0.2)
     assert (sw["changes"]["int4"]["low"], sw["changes"]["int4"]["high"]) == pytest.approx((-0.3, -0.1))
     assert ta["baseline"] == 0.5 and abs(ta["changes"]["int4"]["difference"] - 0.05) < 1e-12
