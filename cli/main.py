@@ -24,10 +24,21 @@ def friendly(func):
     return wrapper
 
 
-QUANTIZE = click.option(
-    "--quantize", type=click.Choice(["keep", "none", "int8", "int4"]), default="keep", show_default=True,
-    help="keep: a GGUF's quantized blocks as stored; none: dequantized to --dtype at load; int8 (per output channel) "
-         "or int4 (groups of 128 inputs): a decoder's matmul weights quantized at load, symmetric.")
+QUANTIZATIONS = ("keep", "none", "int8", "int4")
+QUANTIZE_HELP = ("keep: a GGUF's quantized blocks as stored; none: dequantized to --dtype at load; int8 (per output "
+                 "channel) or int4 (groups of 128 inputs): a decoder's matmul weights quantized at load, symmetric.")
+QUANTIZE = click.option("--quantize", type=click.Choice(QUANTIZATIONS), default="keep", show_default=True,
+                        help=QUANTIZE_HELP)
+
+
+def _quantizations(ctx, param, value: str):
+    """--quantize none,int8,int4: one run per choice (a list); one choice: itself."""
+    choices = [c.strip() for c in value.split(",") if c.strip()]
+    bad = [c for c in choices if c not in QUANTIZATIONS]
+    if bad or not choices or len(set(choices)) != len(choices):
+        raise click.BadParameter(f"{value!r}: expected one or more of {', '.join(QUANTIZATIONS)}, each once, "
+                                 "separated by commas")
+    return choices[0] if len(choices) == 1 else choices
 
 
 @click.group()
@@ -82,7 +93,9 @@ def _batch_size(ctx, param, value):
 @click.option("--api-concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--api-rate", type=click.FloatRange(min=0, min_open=True), default=None, help="At most this many requests per second.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-@QUANTIZE
+@click.option("--quantize", default="keep", show_default=True, callback=_quantizations,
+              help=QUANTIZE_HELP + " Several, comma-separated (none,int8,int4): one run per choice under "
+                   "OUTPUT/<choice>/, and quantization.md: per language, each choice's change against none.")
 @friendly
 def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_size, mesh, choice_orders, fewshot,
         chat_template, system, bad_rows, api_base, api_mode, api_key_env, api_concurrency, api_rate, quiet, quantize):
@@ -112,6 +125,16 @@ def run(model_spec, tasks, task_dirs, data, output, limit, sample, dtype, batch_
                        log=lambda m: click.echo(m, err=True))
     from babeleval.results import summary_lines
 
+    if isinstance(quantize, list):
+        from babeleval.compare.quantization import write_quantization_effects
+
+        for choice, results in summary["runs"].items():
+            for name, task in results["tasks"].items():
+                for line in summary_lines(f"{name} [{choice}]", task):
+                    click.echo(line)
+        for path in write_quantization_effects(output, quantize):
+            click.echo(f"quantization: {path}")
+        return
     for name, task in summary["tasks"].items():
         for line in summary_lines(name, task):
             click.echo(line)

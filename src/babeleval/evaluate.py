@@ -246,13 +246,15 @@ def _quantization(model) -> dict | None:
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),
              limit: int | None = None, dtype: str = "auto", batch_size: int | None = None, progress: bool = True,
              compile_cache: bool = True, overrides: dict | None = None, sample: int | None = None, log=None,
-             mesh=None, quantize: str = "keep") -> dict:
+             mesh=None, quantize: str | list[str] = "keep") -> dict:
     """Run `tasks` (names, NAME:SUBSETS, .yaml paths or TaskConfig) on `model` (a spec that
     load_model accepts, or a LoadedModel); write samples and results.json under `output`.
     overrides: task-file fields set for every named task, e.g. {"choice_orders": ["original",
     "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}. mesh: 'auto', 'data=D,model=M'
     or (D, M) (placement/devices.py); dtype 'auto': bfloat16 on GPU/TPU, float32 on CPU; quantize: as
-    load_model's (keep, none, int8, int4)."""
+    load_model's (keep, none, int8, int4), or a list of them: the model loaded once per entry and
+    run on the same prepared tasks into output/<entry>/ (compare/quantization.py compares them);
+    returns {"runs": {entry: results}} then."""
     log = log or (lambda message: print(message, file=sys.stderr))
     output = Path(output)
     started, embedded_before = time.time(), auxiliary_stats()  # retrievers embed while tasks are prepared
@@ -263,6 +265,18 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
         raise BabelevalError(f"task {next(n for n in names if names.count(n) > 1)!r} given twice: give it once, "
                              "with the subsets as NAME:A,B")
     prepared = [prepare_task(c, Path(data) if data is not None else None, limit, sample) for c in configs]
+    settings = dict(started=started, embedded_before=embedded_before, limit=limit, sample=sample, dtype=dtype,
+                    batch_size=batch_size, progress=progress, compile_cache=compile_cache, overrides=overrides, mesh=mesh)
+    if not isinstance(quantize, str):
+        if not isinstance(model, str) or len(set(quantize)) != len(quantize):
+            raise BabelevalError("several --quantize choices need a model spec (loaded once per choice), each given once")
+        return {"runs": {q: _evaluate_prepared(model, configs, prepared, output / q, log, quantize=q,
+                                               **{**settings, "started": time.time()}) for q in quantize}}
+    return _evaluate_prepared(model, configs, prepared, output, log, quantize=quantize, **settings)
+
+
+def _evaluate_prepared(model, configs, prepared, output: Path, log, **settings) -> dict:
+    """evaluate's run of tasks already prepared: the output folder, resume, the run log, _run."""
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -271,11 +285,9 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     previous = [_read_samples(_samples_path(output, c), {u.variant.key: u.variant for u in units})
                 for c, units in zip(configs, prepared)]
     runlog = RunLog(output, log)
-    runlog.info(f"babeleval run: {' '.join(sys.argv)}; tasks {', '.join(names)}; output {output}")
+    runlog.info(f"babeleval run: {' '.join(sys.argv)}; tasks {', '.join(c.name for c in configs)}; output {output}")
     try:
-        return _run(model, configs, prepared, previous, output, runlog, started=started, embedded_before=embedded_before,
-                    limit=limit, sample=sample, dtype=dtype, batch_size=batch_size, progress=progress,
-                    compile_cache=compile_cache, overrides=overrides, mesh=mesh, quantize=quantize)
+        return _run(model, configs, prepared, previous, output, runlog, **settings)
     except BaseException as exc:
         runlog.info(f"stopped: {type(exc).__name__}: {exc}")
         raise

@@ -38,7 +38,8 @@ def model_label(model: dict) -> str:
     name = Path(source.split(" ")[0]).name if "/" in source else source.split(" ")[0]
     for suffix in (".gguf", ".safetensors"):
         name = name.removesuffix(suffix)
-    return name
+    quantization = model.get("quantization") or {}
+    return f"{name} [{quantization['method']}]" if quantization.get("method") else name  # runs told apart by it
 
 
 def load_runs(folders: list[Path]) -> list[Run]:
