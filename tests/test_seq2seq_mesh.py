@@ -36,7 +36,7 @@ for family, folder in {folders!r}.items():
         cross = scorer.params["decoder_0"]["cross_attn"]["q"]["kernel"]
         scored = scorer.loglikelihood(requests)
         out[family + ":" + spec] = {{"logprobs": [r.logprob for r in scored], "greedy": [r.is_greedy for r in scored],
-                                    "generated": Seq2SeqGenerator(model, mesh=mesh).generate(prompts),
+                                    "generated": Seq2SeqGenerator(model, mesh=mesh, conventions=False).generate(prompts),
                                     "cross_q_shard": list(cross.addressable_shards[0].data.shape),
                                     "split": scorer.placement.split_tensors}}
         del scorer

@@ -74,12 +74,14 @@ class Seq2SeqGenerator(Generating):
     follows_conventions = True  # a translation model translates as it is meant to (lm-eval's rules: not)
 
     def __init__(self, model, max_length: int | None = None, token_budget: int = 8192, batch_size: int | None = None,
-                 mesh=None, **unused):
+                 mesh=None, conventions: bool | None = None, **unused):
         """max_length: the longest prompt the encoder reads, the model's own limit by default;
-        token_budget: prompt + new-token slots per batch."""
+        token_budget: prompt + new-token slots per batch; conventions: False prompts a translation
+        model as any other (the class's follows_conventions by default)."""
         super().__init__(model, max_length, token_budget, batch_size, mesh, cache_tokens=token_budget)
         self.stats = GenerationStats()
-        self.conventions = translation_conventions(model) if self.follows_conventions else None
+        follows = self.follows_conventions if conventions is None else conventions
+        self.conventions = translation_conventions(model) if follows else None
 
     def prompt_room(self, max_new: int) -> int:
         """Prompt tokens a request keeps: the encoder's whole limit (new tokens are the decoder's)."""
