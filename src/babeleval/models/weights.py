@@ -24,14 +24,14 @@ def stored(module: nn.Module, name: str, init, shape: tuple, dtype):
     return module.param(name, init, shape, dtype)
 
 
+def as_dense(value, dtype):
+    """A leaf as a dense array: a QArray dequantized to dtype, a dense array as it is."""
+    return value.dequantize(dtype) if isinstance(value, QArray) else value
+
+
 def weight(module: nn.Module, name: str, init, shape: tuple, dtype):
     """The parameter as a dense array in dtype (a QArray dequantized here)."""
-    value = stored(module, name, init, shape, dtype)
-    return value.dequantize(dtype) if isinstance(value, QArray) else value
-
-
-def as_dense(value, dtype):
-    return value.dequantize(dtype) if isinstance(value, QArray) else value
+    return as_dense(stored(module, name, init, shape, dtype), dtype)
 
 
 class Dense(nn.Module):

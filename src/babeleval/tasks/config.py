@@ -123,9 +123,9 @@ class ChatSpec:
 
 @dataclass(frozen=True)
 class TranslationSpec:
-    """A translation's languages as FLORES-200 codes (placeholders {subset} and the subset's
-    vars filled) and, for generation, the expression giving the source sentence alone: what a
-    translation model reads instead of the prompt (engine/translation.py)."""
+    """A translation's languages as FLORES-200 codes, filled for one subset (config._translation)
+    and, for generation, the expression giving the source sentence alone: what a translation
+    model reads instead of the prompt (engine/translation.py)."""
 
     source: str
     target: str
