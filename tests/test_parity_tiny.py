@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from babeleval.engine.forward import decoder_logits, encoder_forward
+from babeleval.models.decoder import restacked
 from babeleval.loading import load_model
 from tiny_models import CONFIGS, ENCODERS, LEGACY, PARITY_STD, VOCAB, build, build_legacy
 
@@ -47,7 +48,7 @@ class Built:
         if self.family in ENCODERS:
             got = encoder_forward(self.ours.params, self.ids, self.mask, config)[0]
         else:
-            got = decoder_logits(self.ours.params, self.ids, self.mask, config)
+            got = decoder_logits(restacked(self.ours.params, self.ours.config, config), self.ids, self.mask, config)
         return float(np.abs(np.asarray(got)[self.valid] - self.ref[self.valid]).max())
 
     @property
@@ -201,9 +202,10 @@ def test_last_layer_at_chosen_positions_only(family, built):
     want = np.take_along_axis(np.asarray(everywhere), chosen[..., None], axis=1)
     assert picked.shape == (3, 2, everywhere.shape[-1])
     assert np.abs(np.asarray(picked) - want).max() <= RELATIVE * np.abs(want).max()
-    for ours_layer, full_layer in zip(picked_cache, cache):
-        for name in ("k", "v"):
-            np.testing.assert_array_equal(np.asarray(ours_layer[name]), np.asarray(full_layer[name]))
+    import jax
+
+    for ours_kv, full_kv in zip(jax.tree.leaves(picked_cache), jax.tree.leaves(cache), strict=True):
+        np.testing.assert_array_equal(np.asarray(ours_kv), np.asarray(full_kv))
 
 
 def test_legacy_gemma_gelu_is_the_tanh_approximation():

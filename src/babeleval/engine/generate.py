@@ -32,6 +32,7 @@ import numpy as np
 
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
+from ..models.stack import cache_slots
 from ..runlog import warn_once
 from .prefix import attention_inputs, prefix_bucket, prefix_groups, prefix_rows, prefix_table
 from .buckets import CompileCounter, batch_size_for, length_batches, length_bucket, next_pow2, padded_rows
@@ -77,7 +78,7 @@ def prefill_after_prefix(params, prefix, tokens, valid, config, dtype):
 def _decode_on_device(params, stop_ids, limit, first, cache, valid, config, dtype):
     module = build_module(config, dtype)
     apply = lambda *a, **k: module.apply({"params": params}, *a, **k)
-    (b, p), max_new = valid.shape, cache[0]["k"].shape[2] - valid.shape[1]
+    (b, p), max_new = valid.shape, cache_slots(cache) - valid.shape[1]
     positions, lengths = _positions(valid)
     kv_positions = jnp.concatenate([positions, lengths[:, None] + jnp.arange(max_new)[None]], axis=1)
     slots = jnp.concatenate([valid, jnp.zeros((b, max_new), bool)], axis=1)
@@ -116,7 +117,7 @@ def join_batches(firsts, caches, max_new: int):
     devices: each device stacks its own rows of every batch in turn, with max_new empty cache
     slots after the prompts' (see decode_row_order for where each row ends up)."""
     def local(firsts, caches):
-        pad = lambda a: jnp.pad(a, ((0, 0), (0, 0), (0, max_new), (0, 0)))
+        pad = lambda a: jnp.pad(a, ((0, 0),) * (a.ndim - 2) + ((0, max_new), (0, 0)))
         return jnp.concatenate(firsts), jax.tree.map(lambda *parts: jnp.concatenate([pad(a) for a in parts]), *caches)
 
     first, cache = per_device(local, replicated=0)(firsts, caches)
@@ -351,7 +352,7 @@ class Generator(Generating):
                 first, kv = prefill(self.params, *shard_batch(tokens, valid), config=config, dtype=dtype)
             else:
                 which_rows, length_rows = (np.pad(a[part], (0, rows - len(a[part]))) for a in (which, lengths))
-                self.stats.compiles.see("prefix-rows", table[0]["k"].shape[0], rows, held)
+                self.stats.compiles.see("prefix-rows", jax.tree.leaves(table)[0].shape[0], rows, held)
                 prefix = (prefix_rows(table, shard_batch(which_rows)[0]), shard_batch(length_rows)[0])
                 first, kv = prefill_after_prefix(self.params, prefix, *shard_batch(tokens, valid), config=config,
                                                  dtype=dtype)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..models import Decoder, build_module
 from ..models.decoder import empty_cache
+from ..models.stack import cache_slots
 from ..placement.devices import constrain_kv, per_device
 from .prefix import attention_inputs
 from .scoring import tree_mask
@@ -148,7 +149,8 @@ def _prefill_lines_on_device(params, index, buffer, first, tokens, positions, en
     at = jnp.maximum(last, 0)  # flat [lines x length] positions
     outputs = jnp.broadcast_to(at % length, (lines, at.size))  # the last layer's queries: the rows' last tokens only
     hidden, kv = module.apply({"params": params}, tokens, **inputs, outputs=outputs)
-    buffer = jax.tree.map(lambda b, x: jax.lax.dynamic_update_slice(b, x.astype(b.dtype), (index, 0, 0, 0)), buffer, kv)
+    buffer = jax.tree.map(lambda b, x: jax.lax.dynamic_update_slice(b, x.astype(b.dtype), (index,) + (0,) * (b.ndim - 1)),
+                          buffer, kv)
     picked = hidden[at // length, jnp.arange(at.size)]
     logits = module.apply({"params": params}, picked, method=Decoder.logits)
     return jnp.where(last >= 0, jnp.argmax(logits, axis=-1).astype(jnp.int32), first), buffer
@@ -172,11 +174,11 @@ def take_group(group, first, buffer, line_of, end_of, rows: int, length: int, ne
     def local(group, first, buffer, line_of, end_of):
         at = group * rows
         lines, ends = (jax.lax.dynamic_slice_in_dim(a, at, rows) for a in (line_of, end_of))
-        slots = (ends[:, None] - length + jnp.arange(length)[None]) % buffer[0]["k"].shape[2]  # [rows, length]
+        slots = (ends[:, None] - length + jnp.arange(length)[None]) % cache_slots(buffer)  # [rows, length]
 
-        def gather(x):  # [lines, Hkv, L, D] -> [rows, Hkv, length + new, D]
-            rows_kv = jax.vmap(lambda line, s: jnp.take(x[line], s, axis=1))(lines, slots)
-            return jnp.pad(rows_kv, ((0, 0), (0, 0), (0, new), (0, 0)))
+        def gather(x):  # [lines, ..., Hkv, L, D] -> [rows, ..., Hkv, length + new, D]
+            rows_kv = jax.vmap(lambda line, s: jnp.take(x[line], s, axis=-2))(lines, slots)
+            return jnp.pad(rows_kv, ((0, 0),) * (rows_kv.ndim - 2) + ((0, new), (0, 0)))
 
         return jax.lax.dynamic_slice_in_dim(first, at, rows), jax.tree.map(gather, buffer)
 

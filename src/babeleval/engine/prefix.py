@@ -18,6 +18,7 @@ import numpy as np
 
 from ..models import build_module
 from ..models.decoder import empty_cache
+from ..models.stack import cache_slots
 from .buckets import length_bucket, padded_rows
 from ..placement.devices import data_shards, per_device, place_kv, replicate, shard_batch
 from .radix import common_length
@@ -67,8 +68,8 @@ def prefix_bucket(n: int) -> int:
 
 @partial(jax.jit, static_argnames=("config", "dtype"))
 def prefix_caches(params, tokens, config, dtype=jnp.float32):
-    """tokens: [R, S], prefixes then padding, split over the devices -> per layer keys and values
-    [R, Hkv, S, D] (causal: the padding after a prefix changes nothing in its slots)."""
+    """tokens: [R, S], prefixes then padding, split over the devices -> the KV cache (models/stack.py:
+    per layer group k, v [R, repeats, Hkv, S, D]; causal: the padding after a prefix changes nothing in its slots)."""
     def local(params, tokens):
         module = build_module(config, dtype)
         r, p = tokens.shape
@@ -85,8 +86,8 @@ def with_prefix(cache, rows: int, length: int):
     """The prefix's cache repeated for `rows` rows, with `length` empty slots after it."""
     def grow(x):
         x = jnp.broadcast_to(x, (rows,) + x.shape[1:])
-        return jnp.concatenate([x, jnp.zeros(x.shape[:2] + (length,) + x.shape[3:], x.dtype)], axis=2)
-    return [{"k": grow(layer["k"]), "v": grow(layer["v"])} for layer in cache]
+        return jnp.concatenate([x, jnp.zeros(x.shape[:-2] + (length,) + x.shape[-1:], x.dtype)], axis=-2)
+    return jax.tree.map(grow, cache)
 
 
 def attention_inputs(prefix, positions, mask, real, cache=None) -> dict:
@@ -100,7 +101,7 @@ def attention_inputs(prefix, positions, mask, real, cache=None) -> dict:
         return dict(positions=positions, mask=mask, cache=cache, cache_index=None if cache is None else 0)
     kv, length = prefix
     b, t = positions.shape
-    s = kv[0]["k"].shape[2]
+    s = cache_slots(kv)
     band = real[:, :, None] & (jnp.arange(s)[None, None, :] < jnp.reshape(length, (-1, 1, 1)))
     own = positions + jnp.reshape(length, (-1, 1))
     return dict(positions=own, mask=jnp.concatenate([band, mask], axis=2), cache=with_prefix(kv, b, t),
@@ -168,7 +169,7 @@ def _stacked(chunks, slots: int, rows: int):
     """The chunks' first `rows` rows (the prefixes, not the padding rows that filled the last
     chunk's devices: the table goes whole to every device) in one table, each padded with empty
     slots to `slots`."""
-    pad = lambda a: jnp.pad(a, ((0, 0), (0, 0), (0, slots - a.shape[2]), (0, 0)))
+    pad = lambda a: jnp.pad(a, ((0, 0),) * (a.ndim - 2) + ((0, slots - a.shape[-2]), (0, 0)))
     return jax.tree.map(lambda *parts: jnp.concatenate([pad(a) for a in parts])[:rows], *chunks)
 
 
@@ -181,4 +182,4 @@ def prefix_rows(table, which):
 
 def prefix_slots(prefix) -> int:
     """The slots a computed prefix (computed_prefixes) occupies in every row's cache (0 for None)."""
-    return 0 if prefix is None else prefix[0][0]["k"].shape[2]
+    return 0 if prefix is None else cache_slots(prefix[0])

@@ -7,6 +7,7 @@ Unmatched keys, unfilled parameters and wrong shapes are all reported at once.
 """
 from __future__ import annotations
 
+import logging
 import re
 
 import jax
@@ -14,7 +15,11 @@ import numpy as np
 
 from ..errors import BabelevalError
 from ..models.config import DecoderConfig, EncoderConfig, Seq2SeqConfig
+from ..models.stack import slots
 from ..quant import QArray
+from .stacking import Stacks
+
+LOGGER = logging.getLogger("babeleval")
 
 LAYER = r"(?:model\.|model\.language_model\.|language_model\.model\.)layers\.(\d+)\."
 
@@ -228,7 +233,8 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
     compiled = [(re.compile(rf"^{pat}\.(weight|bias)$"), target, kind) for pat, target, kind in rules_for(cfg)]
     want = {"/".join(str(k.key) for k in path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(expected)[0]}
     place = place or (lambda key, array: array)
-    flat, unexpected, experts = {}, [], {}
+    flat, unexpected, experts, notes = {}, [], {}, []
+    stacks, table = Stacks(want, dtype, notes.append), layer_slots(cfg)
 
     for key, array in (tensors.items() if isinstance(tensors, dict) else tensors):
         key = CORRECTION_BIAS.sub(".router_correction.bias", key)
@@ -240,13 +246,18 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
                     break  # a tied head some exporters still write out
                 array = array if isinstance(array, QArray) else np.asarray(array)
                 for name, part in _leaves(kind, leaf, match.expand(target), array, cfg).items():
+                    name, slot = _slotted(name, table)
                     if kind == "expert":
-                        name, part = _stack_expert(name, part, experts, want)
+                        name, part = _stack_expert(name, slot, part, experts, want)
                         if part is None:
                             continue
-                    _check_shape(source, name, part, want)
+                    _check_shape(source, name, part, want, stacked=slot is not None)
                     if name in want:  # a quantized weight is placed as it is stored
                         part = part if isinstance(part, QArray) else np.asarray(part).astype(dtype, copy=False)
+                        if slot is not None:
+                            part = stacks.add(name, slot, part)
+                            if part is None:  # the stack's other layers are still to come
+                                continue
                         part = place(name, part)
                     flat[name] = part
                 break
@@ -255,10 +266,14 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
                 unexpected.append(key)
     missing = [k for k in want if k not in flat and k.split("/")[0] not in OPTIONAL]
     extra = [k for k in flat if k not in want]
+    if notes:
+        LOGGER.warning(f"{source}: {len(notes)} stacked weights dequantized at load ({notes[0]})")
     if unexpected or missing or extra:
         lines = [f"{source}: parameters do not match a {cfg.arch} model"]
         if missing:
-            lines.append(f"missing keys: {', '.join(sorted(missing))}")
+            lacking = stacks.lacking()
+            named = [n for k in missing for n in _per_layer_names(k, lacking.get(k), table, want)]
+            lines.append(f"missing keys: {', '.join(sorted(named))}")
         if unexpected or extra:
             lines.append(f"unexpected keys: {', '.join(sorted(unexpected + extra))}")
         raise BabelevalError("; ".join(lines))
@@ -280,20 +295,56 @@ def _split_rows(array, sections) -> list:
     return array.split_rows(sections) if isinstance(array, QArray) else np.split(array, sections, axis=0)
 
 
-def _stack_expert(name: str, part, pending: dict, want: dict):
-    """Collect expert slices "path#N" of one stacked parameter; (path, stacked array) once all
-    of its experts are read (the host holds one parameter's experts at a time), else (path, None).
-    An expert beyond the expected count stacks at once, so the shape check names it."""
+def _stack_expert(name: str, layer_slot, part, pending: dict, want: dict):
+    """Collect expert slices "path#N" of one layer's stacked parameter; (path, stacked array) once
+    all of its experts are read (the host holds one parameter's experts at a time), else (path,
+    None). An expert beyond the expected count stacks at once, so the shape check names it."""
     path, index = name.split("#")
-    slots = pending.setdefault(path, {})
+    slots = pending.setdefault((path, layer_slot), {})
     slots[int(index)] = part
-    count = want[path].shape[0] if path in want else 0
+    count = want[path].shape[0 if layer_slot is None else 1] if path in want else 0
     if len(slots) < count and int(index) < count:
         return path, None
-    del pending[path]
+    del pending[(path, layer_slot)]
     return path, np.stack([slots[i] for i in sorted(slots)])
 
 
-def _check_shape(source: str, key: str, array, want: dict) -> None:
-    if key in want and tuple(array.shape) != tuple(want[key].shape):
-        raise BabelevalError(f"{source}: shape mismatch for {key}: expected {tuple(want[key].shape)}, found {tuple(array.shape)}")
+def _check_shape(source: str, key: str, array, want: dict, stacked: bool = False) -> None:
+    expected = tuple(want[key].shape)[1 if stacked else 0:] if key in want else None
+    if expected is not None and tuple(array.shape) != expected:
+        raise BabelevalError(f"{source}: shape mismatch for {key}{' (one layer of its stack)' if stacked else ''}: "
+                             f"expected {expected}, found {tuple(array.shape)}")
+
+
+LAYER_PATH = re.compile(r"^(layers|encoder|decoder)_(\d+)/")
+
+
+def layer_slots(cfg) -> dict:
+    """{'layers' (a decoder's), 'encoder', 'decoder': {layer: (stacked path, slot or None)}}."""
+    from ..models.decoder import decoder_groups
+
+    if isinstance(cfg, DecoderConfig):
+        return {"layers": slots(decoder_groups(cfg))}
+    return {}
+
+
+def _per_layer_names(name: str, lacking, table: dict, want: dict) -> list[str]:
+    """A missing stacked parameter as the per-layer names the file lacks (layers_1/mlp/up/kernel):
+    its `lacking` slots, or all of them."""
+    for side, layers in table.items():
+        for i, (path, slot) in layers.items():
+            if slot is not None and name.startswith(path + "/") and (slot in lacking if lacking else True):
+                yield f"{side}_{i}/{name[len(path) + 1:]}"
+    if not any(name.startswith(path + "/") for layers in table.values() for path, slot in layers.values()
+               if slot is not None):
+        yield name
+
+
+def _slotted(name: str, table: dict) -> tuple[str, int | None]:
+    """A per-layer path (layers_3/attn/q/kernel) -> (its parameter's path, its slot on the stacked
+    axis, or None for a layer that is not stacked)."""
+    match = LAYER_PATH.match(name)
+    if not match or match.group(1) not in table:
+        return name, None
+    path, slot = table[match.group(1)][int(match.group(2))]
+    return f"{path}/{name[match.end():]}", slot

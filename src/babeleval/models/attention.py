@@ -179,12 +179,17 @@ def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offse
     return out[:, :t]
 
 
-def write_cache(cache, k, v, index):
-    """A layer's new keys and values [B, H, T, D] written into its cache at slot `index`; returns
-    the whole cached keys, values and the updated cache."""
-    k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, 0, index, 0))
-    v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), (0, 0, index, 0))
-    return k, v, {"k": k, "v": v}
+def write_cache(cache, k, v, index, layer=0):
+    """A layer's new keys and values [B, H, T, D] written at slot `index` into its group's cache
+    (k, v [B, repeats, H, S, D], the layer's at `layer` along axis 1: written in place, a
+    scanned group's cache is its loop's carry); returns the layer's whole cached keys, values
+    and the updated cache."""
+    def write(stack, new):
+        stack = jax.lax.dynamic_update_slice(stack, new[:, None].astype(stack.dtype), (0, layer, 0, index, 0))
+        return stack, jax.lax.dynamic_index_in_dim(stack, layer, axis=1, keepdims=False)
+
+    (k_stack, k), (v_stack, v) = write(cache["k"], k), write(cache["v"], v)
+    return k, v, {"k": k_stack, "v": v_stack}
 
 
 ATTENTION_ENV = "BABELEVAL_ATTENTION"

@@ -96,6 +96,7 @@ class DecoderConfig:
     moe_scale: float = 1.0  # routed_scaling_factor
     moe_matmul: str = "auto"  # the experts' grouped matmul: auto (grouped on CPU, ragged_dot elsewhere), grouped, ragged
     moe_layers: tuple = ()  # per layer True (MoE) | False (dense MLP); empty = every layer when num_experts
+    layer_period: int = 0  # layers in a scanned group's body (models/stack.py); 0: the layer kinds' own period
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     pad_token_id: int | None = None

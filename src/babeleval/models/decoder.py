@@ -8,6 +8,7 @@ only the positions they score.
 """
 from __future__ import annotations
 
+import functools
 from functools import partial
 
 import flax.linen as nn
@@ -18,6 +19,7 @@ from .config import DecoderConfig
 from .attention import attend, attend_fused, fused_implementation, write_cache
 from .layers import MLP, Norm, alibi_slopes, apply_rope, rope_frequencies, sinusoids
 from .moe import MoE
+from .stack import empty_caches, layer_groups, per_layer, smallest_period, stacked
 from .weights import Dense, Embed
 
 
@@ -35,9 +37,10 @@ class Attention(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None):
+    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None, slot=0):
         """queries: [B, K] indices along T of the only positions whose outputs are needed (their
-        queries alone are computed; keys and values at every position); None: all."""
+        queries alone are computed; keys and values at every position); None: all. cache: the
+        layer's group's k, v [B, repeats, Hkv, S, D], this layer's at index `slot` of axis 1."""
         cfg = self.cfg
         b, t, _ = x.shape
         dense = lambda n, bias, name: Dense(n, use_bias=bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
@@ -63,7 +66,7 @@ class Attention(nn.Module):
             k = apply_rope(k, positions, inv_freq, cfg.rope_interleaved, rope_scale)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, D], the cache layout
         if cache is not None:
-            k, v, cache = write_cache(cache, k, v, cache_index)
+            k, v, cache = write_cache(cache, k, v, cache_index, slot)
         distance = q_positions[:, :, None] - kv_positions[:, None, :]  # [B, T, S]
         if sliding:
             mask = mask & (distance < cfg.sliding_window)
@@ -86,11 +89,11 @@ class Block(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None):
+    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None, slot=0):
         cfg = self.cfg
         normed = _pre_norm(cfg, "attn_norm", x)
         h, cache = Attention(cfg, self.layer, self.dtype, name="attn")(
-            normed, positions, mask, kv_positions, cache, cache_index, queries
+            normed, positions, mask, kv_positions, cache, cache_index, queries, slot
         )
         if cfg.sandwich_norm:
             h = _norm(cfg, "post_attn_norm")(h)
@@ -109,6 +112,46 @@ class Block(nn.Module):
         return x + h, cache
 
 
+class Layers(nn.Module):
+    """One repeat of a scanned group's body: layers first .. first + period - 1 (as layer_<j>).
+    carry: (x, the group's cache or None); slot: the repeat (the index along the stacked axis)."""
+
+    cfg: DecoderConfig
+    first: int
+    period: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, carry, slot, positions, mask, kv_positions, cache_index):
+        x, cache = carry
+        new = []
+        for j in range(self.period):
+            block = Block(self.cfg, self.first + j, self.dtype, name=f"layer_{j}")
+            x, layer_cache = block(x, positions, mask, kv_positions, None if cache is None else cache[j], cache_index,
+                                   None, slot)
+            new.append(layer_cache)
+        return (x, None if cache is None else new), None
+
+
+def layer_kind(cfg: DecoderConfig, layer: int) -> str:
+    """What makes a layer's module differ from another's (models/stack.py groups by it)."""
+    return f"{'sliding' if cfg.is_sliding(layer) else 'global'}-{'moe' if cfg.is_moe(layer) else 'dense'}"
+
+
+@functools.lru_cache(maxsize=64)
+def decoder_groups(cfg: DecoderConfig):
+    """The decoder's layer groups: period cfg.layer_period, or the kinds' own (Gemma 2: 2, Gemma 3:
+    6, Cohere 2: 4, 1 for a uniform stack)."""
+    kinds = [layer_kind(cfg, i) for i in range(cfg.num_layers)]
+    return layer_groups(kinds, cfg.layer_period or smallest_period(kinds), what=f"{cfg.arch} layer")
+
+
+def _scanned(cfg: DecoderConfig, group, dtype):
+    scan = nn.scan(Layers, variable_axes={"params": 0}, split_rngs={"params": True},
+                   in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast))
+    return scan(cfg, group.first, group.period, dtype)
+
+
 class Decoder(nn.Module):
     cfg: DecoderConfig
     dtype: jnp.dtype = jnp.float32
@@ -120,7 +163,10 @@ class Decoder(nn.Module):
             self.pos_embed = Embed(cfg.max_positions, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
         if cfg.embed_norm:
             self.embed_norm = _norm(cfg, "embed_norm")
-        self.layers = [Block(cfg, i, self.dtype) for i in range(cfg.num_layers)]
+        self.groups = decoder_groups(cfg)
+        self.scan = {g.first: _scanned(cfg, g, self.dtype) for g in self.groups if g.scanned}  # scan_<first>
+        self.layers = {i: Block(cfg, i, self.dtype) for g in self.groups if not g.scanned
+                       for i in range(g.first, g.end)}  # layers_<i>
         self.final_norm = _norm(cfg, "final_norm")
         if not cfg.tie_embeddings:
             self.lm_head = Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
@@ -147,10 +193,18 @@ class Decoder(nn.Module):
             x = self.embed_norm(x)
         kv_positions = positions if kv_positions is None else kv_positions
         new_cache = []
-        for i, block in enumerate(self.layers):
-            x, layer_cache = block(x, positions, mask, kv_positions, None if cache is None else cache[i], cache_index,
-                                   outputs if i == len(self.layers) - 1 else None)
-            new_cache.append(layer_cache)
+        for k, group in enumerate(self.groups):
+            unit = None if cache is None else cache[k]
+            if group.scanned:
+                (x, unit), _ = self.scan[group.first]((x, unit), jnp.arange(group.repeats), positions, mask,
+                                                      kv_positions, cache_index)
+            else:
+                layers = range(group.first, group.end)
+                for j, i in enumerate(layers):
+                    x, layer_cache = self.layers[i](x, positions, mask, kv_positions, None if unit is None else unit[j],
+                                                    cache_index, outputs if i == cfg.num_layers - 1 else None)
+                    unit = None if unit is None else [*unit[:j], layer_cache, *unit[j + 1:]]
+            new_cache.append(unit)
         return self.final_norm(x), (None if cache is None else new_cache)
 
     def logits(self, hidden):
@@ -180,5 +234,13 @@ def _at(x, index):
 
 
 def empty_cache(cfg: DecoderConfig, batch: int, length: int, dtype=jnp.float32):
-    shape = (batch, cfg.num_kv_heads, length, cfg.head_dim)
-    return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(cfg.num_layers)]
+    """Per layer group, per layer of its body: k, v [B, repeats, Hkv, length, D] zeros."""
+    return empty_caches(decoder_groups(cfg), (batch, cfg.num_kv_heads, length, cfg.head_dim), dtype)
+
+
+def restacked(params: dict, old: DecoderConfig, new: DecoderConfig) -> dict:
+    """Parameters stacked for config `old` in the groups of config `new` (a config whose layer
+    kinds or period differ groups its layers otherwise)."""
+    if decoder_groups(old) == decoder_groups(new):
+        return params
+    return stacked(per_layer(params, decoder_groups(old)), decoder_groups(new), stack=jnp.stack)

@@ -169,9 +169,10 @@ def replicate(tree):
 
 
 def _kv_sharding(x, rows):
-    """KV caches [B, Hkv, S, D]: heads along model where they divide it; rows as `rows`."""
-    heads = "model" if x.ndim == 4 and x.shape[1] % mesh().shape["model"] == 0 else None
-    return NamedSharding(mesh(), PartitionSpec(rows, heads))
+    """KV caches [B, ..., Hkv, S, D] (a stacked group's: [B, layers, Hkv, S, D]): heads along model
+    where they divide it; rows as `rows`."""
+    heads = "model" if x.ndim >= 4 and x.shape[-3] % mesh().shape["model"] == 0 else None
+    return NamedSharding(mesh(), PartitionSpec(rows, *(None,) * (x.ndim - 4), heads))
 
 
 def place_kv(cache):

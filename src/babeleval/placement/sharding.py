@@ -1,6 +1,7 @@
 """Weights split along the mesh's `model` axis, Megatron-style, by one rule table over
 parameter paths (as EasyLM and MaxText do): every family we load names its parameters the
-same way (models/decoder.py, models/encoder.py), so no family has code of its own here.
+same way (models/decoder.py, models/encoder.py), so no family has code of its own here. A
+scanned layer group's parameters (models/stack.py) carry a leading layer axis, never split.
 
 Query/key/value projections and the MLP's up/gate are split by output columns (whole heads,
 whole hidden units), the attention output and the MLP's down projection by input rows, the
@@ -35,6 +36,7 @@ RULES = (
     (r"lm_head/kernel$", P(None, "model"), 1),
     (r"", P(), 1),  # norms, biases after a row split, position embeddings, pooler
 )
+STACKED = re.compile(r"(^|/)[a-z_]*scan_\d+/")  # a scanned group's parameters (models/stack.py): [layers, ...]
 
 
 def path_name(path) -> str:
@@ -47,6 +49,8 @@ def rule_spec(name: str, shape: tuple, model: int, head_dim: int) -> tuple[P, bo
     for pattern, spec, unit in RULES:
         if re.search(pattern, name):
             break
+    if STACKED.search(name) and spec != P():  # a scanned group's [layers, ...]: the layer axis never split
+        spec = P(None, *spec)
     if spec == P() or model == 1:
         return spec, False
     dim = next(i for i, axis in enumerate(spec) if axis == "model")
@@ -74,7 +78,7 @@ def quantized_spec(spec: P, q: QArray, model: int):
             return P(*stored[:-1], None, "model")
         return P(*stored[:-1], None, *extra) if per_byte and not extra else P()
 
-    return QArray({k: field(v.shape) for k, v in q.fields.items()}, q.layout, q.shape, q.transposed)
+    return QArray({k: field(v.shape) for k, v in q.fields.items()}, q.layout, q.shape, q.transposed, q.core)
 
 
 def leaf_spec(name: str, x, model: int, head_dim: int) -> tuple:

@@ -19,17 +19,25 @@ from .blocks import dequantize_blocks
 
 @jax.tree_util.register_pytree_node_class
 class QArray:
-    def __init__(self, fields: dict, layout: str, shape: tuple, transposed: bool = False):
+    def __init__(self, fields: dict, layout: str, shape: tuple, transposed: bool = False, core: int | None = None):
         self.fields, self.layout, self.shape, self.transposed = fields, layout, tuple(shape), transposed
+        first = fields[min(fields)] if fields else None
+        # a field's axes after the leading ones (experts, stacked layers): rows, blocks, bytes ...
+        self.core = core if core is not None or not hasattr(first, "ndim") else first.ndim - (len(self.shape) - 2)
 
     def tree_flatten(self):
         keys = tuple(sorted(self.fields))
-        return tuple(self.fields[k] for k in keys), (keys, self.layout, self.shape, self.transposed)
+        return tuple(self.fields[k] for k in keys), (keys, self.layout, self.shape, self.transposed, self.core)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        keys, layout, shape, transposed = aux
-        return cls(dict(zip(keys, children)), layout, shape, transposed)
+        """Leading axes follow the fields: a scan's slice of a stacked QArray (one layer of
+        [layers, ...]) or a stack of QArrays has the shape its fields have."""
+        keys, layout, shape, transposed, core = aux
+        now = getattr(children[0], "shape", None) if children else None
+        if core is not None and isinstance(now, tuple):
+            shape = tuple(now[:len(now) - core]) + shape[-2:]
+        return cls(dict(zip(keys, children)), layout, shape, transposed, core)
 
     def __repr__(self):
         return f"QArray({self.layout}, shape={self.shape}{', transposed' if self.transposed else ''})"
