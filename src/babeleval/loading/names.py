@@ -118,12 +118,12 @@ T5_RULES = [
     (r"encoder\.final_layer_norm", "encoder_norm", "norm"),
     (r"decoder\.final_layer_norm", "decoder_norm", "norm"),
     (T5_ENC + r"0\.SelfAttention\.([qkvo])", r"encoder_\1/attn/\2", "linear"),
-    (T5_ENC + r"0\.SelfAttention\.relative_attention_bias", r"encoder_bias_\1", "embed"),
+    (T5_ENC + r"0\.SelfAttention\.relative_attention_bias", r"encoder_\1/relative_bias", "embed"),
     (T5_ENC + r"0\.layer_norm", r"encoder_\1/attn_norm", "norm"),
     (T5_ENC + r"1\." + T5_MLP, r"encoder_\1/mlp/\2", "t5_mlp"),
     (T5_ENC + r"1\.layer_norm", r"encoder_\1/mlp_norm", "norm"),
     (T5_DEC + r"0\.SelfAttention\.([qkvo])", r"decoder_\1/self_attn/\2", "linear"),
-    (T5_DEC + r"0\.SelfAttention\.relative_attention_bias", r"decoder_bias_\1", "embed"),
+    (T5_DEC + r"0\.SelfAttention\.relative_attention_bias", r"decoder_\1/relative_bias", "embed"),
     (T5_DEC + r"0\.layer_norm", r"decoder_\1/self_norm", "norm"),
     (T5_DEC + r"1\.EncDecAttention\.([qkvo])", r"decoder_\1/cross_attn/\2", "linear"),
     (T5_DEC + r"1\.layer_norm", r"decoder_\1/cross_norm", "norm"),
@@ -325,6 +325,10 @@ def layer_slots(cfg) -> dict:
 
     if isinstance(cfg, DecoderConfig):
         return {"layers": slots(decoder_groups(cfg))}
+    if isinstance(cfg, Seq2SeqConfig):
+        from ..models.seq2seq import stack_groups
+
+        return {side: slots(stack_groups(cfg, side), f"{side}_") for side in ("encoder", "decoder")}
     return {}
 
 

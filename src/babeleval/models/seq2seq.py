@@ -20,6 +20,7 @@ import numpy as np
 from .attention import attend, attend_fused, fused_implementation, write_cache
 from .config import Seq2SeqConfig
 from .layers import MLP, Norm, sinusoids
+from .stack import empty_caches, layer_groups
 
 
 def relative_buckets(distance, bidirectional: bool, num_buckets: int, max_distance: int):
@@ -69,48 +70,111 @@ class Attention(nn.Module):
         return self.o(attend(q, k, v, mask, scale, None, bias))
 
 
-def _norm(cfg: Seq2SeqConfig) -> Norm:
-    return Norm(cfg.norm, cfg.norm_eps)
+def _norm(cfg: Seq2SeqConfig, name: str | None = None) -> Norm:
+    return Norm(cfg.norm, cfg.norm_eps, name=name)
 
 
-def _mlp(cfg: Seq2SeqConfig, dtype) -> MLP:
-    return MLP(cfg.hidden_size, cfg.intermediate_size, cfg.mlp, cfg.activation, cfg.mlp_bias, dtype)
+def _mlp(cfg: Seq2SeqConfig, dtype, name: str) -> MLP:
+    return MLP(cfg.hidden_size, cfg.intermediate_size, cfg.mlp, cfg.activation, cfg.mlp_bias, dtype, name=name)
 
 
 class EncoderLayer(nn.Module):
     cfg: Seq2SeqConfig
+    layer: int
     dtype: jnp.dtype
 
-    def setup(self):
-        self.attn_norm, self.attn = _norm(self.cfg), Attention(self.cfg, self.dtype)
-        self.mlp_norm, self.mlp = _norm(self.cfg), _mlp(self.cfg, self.dtype)
-
-    def __call__(self, x, mask, bias):
-        h = self.attn_norm(x)
-        x = x + self.attn(h, *self.attn.keys_values(h), mask, bias)
-        return x + self.mlp(self.mlp_norm(x))
+    @nn.compact
+    def __call__(self, x, mask, buckets, bias):
+        """bias: the stack's shared relative bias, unless this layer has its own table (umT5's
+        layers, T5's first): then computed from the buckets and returned for the layers after."""
+        bias = _own_bias(self.cfg, self.layer, buckets, bias, self.dtype)
+        attn = Attention(self.cfg, self.dtype, name="attn")
+        h = _norm(self.cfg, "attn_norm")(x)
+        x = x + attn(h, *attn.keys_values(h), mask, bias)
+        return x + _mlp(self.cfg, self.dtype, "mlp")(_norm(self.cfg, "mlp_norm")(x)), bias
 
 
 class DecoderLayer(nn.Module):
     cfg: Seq2SeqConfig
+    layer: int
     dtype: jnp.dtype
 
-    def setup(self):
-        self.self_norm, self.self_attn = _norm(self.cfg), Attention(self.cfg, self.dtype)
-        self.cross_norm, self.cross_attn = _norm(self.cfg), Attention(self.cfg, self.dtype)
-        self.mlp_norm, self.mlp = _norm(self.cfg), _mlp(self.cfg, self.dtype)
-
-    def cross_keys_values(self, encoded):
-        return self.cross_attn.keys_values(encoded)
-
-    def __call__(self, x, mask, bias, cross, cross_mask, cache=None, cache_index=None):
-        h = self.self_norm(x)
-        k, v = self.self_attn.keys_values(h)
+    @nn.compact
+    def __call__(self, x, mask, buckets, bias, cross, cross_mask, cache=None, cache_index=None, slot=0, encoded=None):
+        """encoded given: this layer's cross-attention keys and values of it, computed once (k, v
+        [B, H, S_enc, D]); else the layer's output and (bias, the updated cache)."""
+        cfg = self.cfg
+        cross_attn = Attention(cfg, self.dtype, name="cross_attn")
+        if encoded is not None:
+            return dict(zip("kv", cross_attn.keys_values(encoded)))
+        bias = _own_bias(cfg, self.layer, buckets, bias, self.dtype)
+        self_attn = Attention(cfg, self.dtype, name="self_attn")
+        h = _norm(cfg, "self_norm")(x)
+        k, v = self_attn.keys_values(h)
         if cache is not None:
-            k, v, cache = write_cache(cache, k, v, cache_index)
-        x = x + self.self_attn(h, k, v, mask, bias)
-        x = x + self.cross_attn(self.cross_norm(x), cross["k"], cross["v"], cross_mask)
-        return x + self.mlp(self.mlp_norm(x)), cache
+            k, v, cache = write_cache(cache, k, v, cache_index, slot)
+        x = x + self_attn(h, k, v, mask, bias)
+        x = x + cross_attn(_norm(cfg, "cross_norm")(x), cross["k"], cross["v"], cross_mask)
+        return x + _mlp(cfg, self.dtype, "mlp")(_norm(cfg, "mlp_norm")(x)), (bias, cache)
+
+
+def _own_bias(cfg: Seq2SeqConfig, layer: int, buckets, bias, dtype):
+    if not cfg.has_relative_bias(layer):
+        return bias
+    table = nn.Embed(cfg.relative_buckets, cfg.num_heads, dtype=jnp.float32, param_dtype=dtype, name="relative_bias")
+    return table(buckets).transpose(0, 3, 1, 2)  # [B, H, T, S]
+
+
+class EncoderRepeat(nn.Module):
+    """One repeat of a scanned encoder group (layers first .. first + period - 1, as layer_<j>)."""
+
+    cfg: Seq2SeqConfig
+    first: int
+    period: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, _, mask, buckets, bias):
+        for j in range(self.period):
+            x, _bias = EncoderLayer(self.cfg, self.first + j, self.dtype, name=f"layer_{j}")(x, mask, buckets, bias)
+        return x, None
+
+
+class DecoderRepeat(nn.Module):
+    """One repeat of a scanned decoder group. carry: (x, the group's self-attention cache or None);
+    xs: (the repeat's index, its cross keys and values). With `encoded`: the repeat's cross
+    keys and values (as the scan's outputs: [repeats, B, H, S_enc, D])."""
+
+    cfg: Seq2SeqConfig
+    first: int
+    period: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, carry, xs, mask, buckets, bias, cross_mask, cache_index, encoded=None):
+        layers = [DecoderLayer(self.cfg, self.first + j, self.dtype, name=f"layer_{j}") for j in range(self.period)]
+        if encoded is not None:
+            return carry, [layer(None, None, None, None, None, None, encoded=encoded) for layer in layers]
+        (x, cache), (slot, cross) = carry, xs
+        new = []
+        for j, layer in enumerate(layers):
+            x, (_bias, layer_cache) = layer(x, mask, buckets, bias, cross[j], cross_mask,
+                                            None if cache is None else cache[j], cache_index, slot)
+            new.append(layer_cache)
+        return (x, None if cache is None else new), None
+
+
+def stack_groups(cfg: Seq2SeqConfig, side: str):
+    """The encoder's or decoder's layer groups (models/stack.py): a layer with a relative bias
+    table of its own (T5's first) apart from those without; no layer is peeled off."""
+    n = cfg.encoder_layers if side == "encoder" else cfg.decoder_layers
+    kinds = ["own bias table" if cfg.has_relative_bias(i) else "shared bias" for i in range(n)]
+    return layer_groups(kinds, 1, peel_last=False, what=f"{cfg.arch} {side} layer")
+
+
+def _scan(body, cfg, group, dtype, broadcast: int):
+    return nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
+                   in_axes=(0,) + (nn.broadcast,) * broadcast)(cfg, group.first, group.period, dtype)
 
 
 class EncoderDecoder(nn.Module):
@@ -120,12 +184,15 @@ class EncoderDecoder(nn.Module):
     def setup(self):
         cfg = self.cfg
         self.embed = nn.Embed(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
-        self.encoder = [EncoderLayer(cfg, self.dtype) for _ in range(cfg.encoder_layers)]
-        self.decoder = [DecoderLayer(cfg, self.dtype) for _ in range(cfg.decoder_layers)]
+        self.encoder_groups, self.decoder_groups = stack_groups(cfg, "encoder"), stack_groups(cfg, "decoder")
+        # encoder_scan_<first> / encoder_layers_<i>, decoder_scan_<first> / decoder_layers_<i>
+        self.encoder_scan = {g.first: _scan(EncoderRepeat, cfg, g, self.dtype, 3) for g in self.encoder_groups if g.scanned}
+        self.encoder_layers = {i: EncoderLayer(cfg, i, self.dtype) for g in self.encoder_groups if not g.scanned
+                               for i in range(g.first, g.end)}
+        self.decoder_scan = {g.first: _scan(DecoderRepeat, cfg, g, self.dtype, 6) for g in self.decoder_groups if g.scanned}
+        self.decoder_layers = {i: DecoderLayer(cfg, i, self.dtype) for g in self.decoder_groups if not g.scanned
+                               for i in range(g.first, g.end)}
         self.encoder_norm, self.decoder_norm = _norm(cfg), _norm(cfg)
-        table = lambda: nn.Embed(cfg.relative_buckets, cfg.num_heads, dtype=jnp.float32, param_dtype=self.dtype)
-        self.encoder_bias = [table() for i in range(cfg.encoder_layers) if cfg.has_relative_bias(i)]  # [] unless relative
-        self.decoder_bias = [table() for i in range(cfg.decoder_layers) if cfg.has_relative_bias(i)]
         if not cfg.tie_embeddings:
             self.lm_head = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
                                     dot_general=partial(jax.lax.dot_general, preferred_element_type=jnp.float32))
@@ -140,40 +207,58 @@ class EncoderDecoder(nn.Module):
             x = x + sinusoids(positions + cfg.pad_token_id + 1, cfg.hidden_size).astype(self.dtype)
         return x
 
-    def _biases(self, tables, n: int, q_positions, k_positions, bidirectional: bool):
-        """Every layer's relative position bias [B, H, T, S] (one shared by all layers but for
-        umT5), or None without relative positions."""
+    def _buckets(self, q_positions, k_positions, bidirectional: bool):
+        """T5's relative position buckets [B, T, S] (None without relative positions)."""
         cfg = self.cfg
         if cfg.position != "relative":
-            return [None] * n
-        buckets = relative_buckets(k_positions[:, None, :] - q_positions[:, :, None], bidirectional,
-                                   cfg.relative_buckets, cfg.relative_max_distance)
-        biases = [table(buckets).transpose(0, 3, 1, 2) for table in tables]
-        return biases if cfg.relative_per_layer else biases * n
+            return None
+        return relative_buckets(k_positions[:, None, :] - q_positions[:, :, None], bidirectional,
+                                cfg.relative_buckets, cfg.relative_max_distance)
 
     def encode(self, tokens, positions, mask):
         """tokens, positions: [B, S]; mask: [B, S, S] -> final-normed states [B, S, D]."""
-        x = self._embed(tokens, positions)
-        biases = self._biases(self.encoder_bias, len(self.encoder), positions, positions, True)
-        for layer, bias in zip(self.encoder, biases):
-            x = layer(x, mask, bias)
+        x, bias = self._embed(tokens, positions), None
+        buckets = self._buckets(positions, positions, True)
+        for g in self.encoder_groups:
+            if g.scanned:
+                x, _ = self.encoder_scan[g.first](x, jnp.arange(g.repeats), mask, buckets, bias)
+            else:
+                for i in range(g.first, g.end):
+                    x, bias = self.encoder_layers[i](x, mask, buckets, bias)
         return self.encoder_norm(x)
 
     def cross_keys_values(self, encoded):
-        """Every decoder layer's cross-attention keys and values of an encoder output, computed once."""
-        return [dict(zip("kv", layer.cross_keys_values(encoded))) for layer in self.decoder]
+        """Every decoder layer's cross-attention keys and values of an encoder output, computed
+        once: per group, per layer of its body, k, v [B, H, S_enc, D] ([repeats, ...] scanned)."""
+        out = []
+        for g in self.decoder_groups:
+            if g.scanned:
+                out.append(self.decoder_scan[g.first]((None, None), jnp.arange(g.repeats), None, None, None, None, None,
+                                                      encoded)[1])
+            else:
+                out.append([self.decoder_layers[i](None, None, None, None, None, None, encoded=encoded)
+                            for i in range(g.first, g.end)])
+        return out
 
     def decode(self, tokens, positions, mask, cross, cross_mask, cache=None, cache_index=None, kv_positions=None):
         """tokens, positions: [B, T]; mask: [B, T, S] over the decoder's own keys (S = T without a
         cache, whose key positions are kv_positions); cross: cross_keys_values; cross_mask:
         [B, T, S_enc]. Returns the final-normed states [B, T, D] and the updated cache (or None)."""
-        x = self._embed(tokens, positions)
+        x, bias = self._embed(tokens, positions), None
         kv_positions = positions if kv_positions is None else kv_positions
-        biases = self._biases(self.decoder_bias, len(self.decoder), positions, kv_positions, False)
+        buckets = self._buckets(positions, kv_positions, False)
         new_cache = []
-        for i, (layer, bias) in enumerate(zip(self.decoder, biases)):
-            x, layer_cache = layer(x, mask, bias, cross[i], cross_mask, None if cache is None else cache[i], cache_index)
-            new_cache.append(layer_cache)
+        for k, g in enumerate(self.decoder_groups):
+            unit = None if cache is None else cache[k]
+            if g.scanned:
+                (x, unit), _ = self.decoder_scan[g.first]((x, unit), (jnp.arange(g.repeats), cross[k]), mask, buckets,
+                                                          bias, cross_mask, cache_index, None)
+            else:
+                for j, i in enumerate(range(g.first, g.end)):
+                    x, (bias, layer_cache) = self.decoder_layers[i](x, mask, buckets, bias, cross[k][j], cross_mask,
+                                                                    None if unit is None else unit[j], cache_index)
+                    unit = None if unit is None else [*unit[:j], layer_cache, *unit[j + 1:]]
+            new_cache.append(unit)
         return self.decoder_norm(x), (None if cache is None else new_cache)
 
     def logits(self, hidden):
@@ -192,8 +277,8 @@ class EncoderDecoder(nn.Module):
 
 
 def empty_cache(cfg: Seq2SeqConfig, batch: int, length: int, dtype=jnp.float32):
-    shape = (batch, cfg.num_heads, length, cfg.head_dim)
-    return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(cfg.decoder_layers)]
+    """The decoder's self-attention cache: per group, per layer of its body, k, v [B, repeats, H, length, D]."""
+    return empty_caches(stack_groups(cfg, "decoder"), (batch, cfg.num_heads, length, cfg.head_dim), dtype)
 
 
 def encoder_inputs(valid):
