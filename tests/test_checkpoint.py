@@ -23,6 +23,39 @@ def test_save_restore_is_exact(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_a_checkpoint_saved_per_layer_is_stacked_at_restore(tmp_path):
+    """A checkpoint saved before the layer stack was scanned (one layers_<i> subtree per layer)
+    restores into the scanned groups, equal to the model; a layout neither is refused in one line."""
+    import shutil
+
+    import orbax.checkpoint as ocp
+
+    from babeleval.errors import BabelevalError
+    from babeleval.loading.checkpoint import MANIFEST
+    from babeleval.models.decoder import decoder_groups
+    from babeleval.models.stack import per_layer
+
+    build("gemma2", tmp_path / "hf")
+    model = load_model(str(tmp_path / "hf"))
+    folder = model.save(tmp_path / "ckpt")
+    (folder / MANIFEST).unlink()
+    groups = decoder_groups(model.config)
+    assert any(g.scanned for g in groups)
+    for layout, name in ((per_layer(model.params, groups), "old"), ({"embed": model.params["embed"]}, "odd")):
+        shutil.rmtree(folder / "params")
+        checkpointer = ocp.StandardCheckpointer()
+        checkpointer.save(folder / "params", layout)
+        checkpointer.wait_until_finished()
+        if name == "odd":
+            with pytest.raises(BabelevalError, match="not this version's layout"):
+                load_model(str(folder))
+            continue
+        restored = load_model(str(folder))
+        assert jax.tree.structure(restored.params) == jax.tree.structure(model.params)
+        for a, b in zip(jax.tree_util.tree_leaves(model.params), jax.tree_util.tree_leaves(restored.params)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 @pytest.mark.full
 def test_convert_smollm2_restores_identical_logits(tmp_path):
     result = CliRunner().invoke(cli, ["convert", "smollm2-135m", str(tmp_path / "smol")])

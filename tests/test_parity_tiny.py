@@ -67,10 +67,13 @@ def built(tmp_path_factory):
     def get(name):
         if name not in made:
             folder = tmp_path_factory.mktemp(name.replace(":", "-"))
-            if name.startswith("legacy:"):
+            if name.startswith("deep:"):
+                family = name.split(":")[1]
+                torch_model = build(family, folder, initializer_range=PARITY_STD, **DEEP[family])
+            elif name.startswith("legacy:"):
                 torch_model = build_legacy(name.split(":")[1], folder, initializer_range=PARITY_STD)
                 family = LEGACY[name.split(":")[1]][0]
-            else:
+            elif not name.startswith("deep:"):
                 torch_model = build(name, folder, initializer_range=PARITY_STD)
                 family = name
             ids, mask = padded_batch(CONFIGS[family][1].get("pad_token_id", 0))
@@ -85,6 +88,37 @@ def built(tmp_path_factory):
         return made[name]
 
     return get
+
+
+def _types(n: int, period: int) -> list:
+    return ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(n)]
+
+
+# families deep enough for scanned groups (models/stack.py): name -> (build overrides, the first group)
+DEEP = {
+    "gemma3": dict(num_hidden_layers=13, layer_types=_types(13, 6)),  # 2 repeats of 5 local + 1 global
+    "glm4_moe": dict(num_hidden_layers=5),  # a leading dense layer, then 3 MoE layers scanned
+    "gemma2": dict(num_hidden_layers=5, layer_types=_types(5, 2)),
+    "cohere2": dict(num_hidden_layers=9, layer_types=_types(9, 4)),
+}
+DEEP_GROUPS = {"gemma3": (0, 6, 2), "glm4_moe": (1, 1, 3), "gemma2": (0, 2, 2), "cohere2": (0, 4, 2)}
+
+
+@pytest.mark.parametrize("family", [f if f in ("gemma3", "glm4_moe") else pytest.param(f, marks=pytest.mark.full)
+                                    for f in DEEP])
+def test_scanned_groups_match_transformers(family, built):
+    """Stacks deep enough to scan (a period of 6, 2 and 4; MoE layers after a dense one) give
+    transformers' logits; Gemma 3 read as period 2 is refused, naming the layer that differs."""
+    from babeleval.errors import BabelevalError
+    from babeleval.models.decoder import decoder_groups
+
+    model = built(f"deep:{family}")
+    config = model.ours.config
+    assert any((g.first, g.period, g.repeats) == DEEP_GROUPS[family] for g in decoder_groups(config) if g.scanned)
+    assert model.error(config) <= model.tolerance
+    if family == "gemma3":
+        with pytest.raises(BabelevalError, match="period 2 does not fit"):
+            model.error(dataclasses.replace(config, layer_period=2))
 
 
 @pytest.mark.parametrize("family", list(CONFIGS) + [f"legacy:{name}" for name in LEGACY])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..errors import BabelevalError
 from ..models import abstract_params
@@ -60,13 +61,15 @@ def check_complete(folder: Path) -> None:
 def restore_params(folder: Path, dtype=jnp.float32, sharding=None):
     """sharding(path, shape) -> each parameter's target sharding: orbax reads every array
     straight into its device shards (placement/sharding.py's load_placement)."""
-    import jax
     import orbax.checkpoint as ocp
 
     folder = Path(folder).absolute()
     config = load_config(folder / CONFIG)
     check_complete(folder)
     target = abstract_params(config, dtype)
+    saved = set(ocp.StandardCheckpointer().metadata(folder / "params").item_metadata.keys())
+    if saved != set(target):  # saved before the layer stack was scanned (models/stack.py)
+        return config, _restacked(folder, config, target, saved, sharding), load_tokenizer(folder / "tokenizer")
     if sharding is not None:
         from ..placement.sharding import path_name
 
@@ -79,3 +82,25 @@ def restore_params(folder: Path, dtype=jnp.float32, sharding=None):
         raise BabelevalError(f"{folder}: a corrupt or partial babeleval checkpoint ({first[:200]}); "
                              "copy or convert it again") from None
     return config, params, load_tokenizer(folder / "tokenizer")
+
+
+def _restacked(folder: Path, config, target, saved: set, sharding):
+    """A decoder checkpoint with one subtree per layer (layers_<i>, as saved before the layer
+    stack was scanned) restored as it was and stacked into the scanned groups; other layouts
+    refused in one line."""
+    import orbax.checkpoint as ocp
+
+    from ..models.config import DecoderConfig
+    from ..models.decoder import decoder_groups
+    from ..models.stack import per_layer, stacked
+
+    if not isinstance(config, DecoderConfig) or saved != set(per_layer(target, decoder_groups(config))):
+        raise BabelevalError(f"{folder}: a babeleval checkpoint whose parameters ({', '.join(sorted(saved)[:4])}, ...) "
+                             f"are not this version's layout ({', '.join(sorted(target)[:4])}, ...); convert the model again")
+    old = ocp.StandardCheckpointer().restore(folder / "params", per_layer(target, decoder_groups(config)))
+    params = stacked(jax.tree.map(np.asarray, old), decoder_groups(config))
+    if sharding is None:
+        return jax.tree.map(jnp.asarray, params)
+    from ..placement.sharding import path_name
+
+    return jax.tree_util.tree_map_with_path(lambda p, x: jax.device_put(x, sharding(path_name(p), x.shape)), params)

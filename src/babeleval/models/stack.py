@@ -119,8 +119,13 @@ def per_layer(params: dict, groups: Sequence[Group], prefix: str = "") -> dict:
         node = params
         for key in path.split("/"):
             node = node[key]
-        out[f"{prefix}layers_{i}"] = node if slot is None else jax.tree.map(lambda x, s=slot: x[s], node)
+        out[f"{prefix}layers_{i}"] = node if slot is None else jax.tree.map(lambda x, s=slot: _layer(x, s), node)
     return out
+
+
+def _layer(x, slot: int):
+    """Layer `slot` of a stacked array (of its shape and dtype, for an abstract one)."""
+    return jax.ShapeDtypeStruct(x.shape[1:], x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else x[slot]
 
 
 def stacked(layers: dict, groups: Sequence[Group], prefix: str = "", stack=None) -> dict:

@@ -1,0 +1,75 @@
+"""The layer stack as scanned groups (models/stack.py): which layers group with which, a period
+that does not fit refused, and the compiled scoring program no larger for a deeper model
+(parity of scanned stacks against transformers: test_parity_tiny's deep models)."""
+import dataclasses
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from babeleval.errors import BabelevalError
+from babeleval.models.config import DecoderConfig
+from babeleval.models.decoder import decoder_groups
+from babeleval.models.stack import Group, layer_groups, slots, smallest_period
+
+NARROW = dict(arch="llama", vocab_size=256, hidden_size=32, num_heads=2, num_kv_heads=1, head_dim=16,
+              intermediate_size=64, max_positions=512)
+
+
+def gemma3_kinds(n):
+    return ["global" if (i + 1) % 6 == 0 else "sliding" for i in range(n)]
+
+
+def test_groups_of_known_stacks():
+    # a uniform stack: one scanned group, the last layer peeled off
+    assert layer_groups(["x"] * 32) == (Group(0, 1, 31), Group(31, 1, 1))
+    # Gemma 3 (26 layers): 4 repeats of 5 local + 1 global, then two local layers unrolled
+    assert smallest_period(gemma3_kinds(26)) == 6
+    assert layer_groups(gemma3_kinds(26), 6) == (Group(0, 6, 4), Group(24, 1, 1), Group(25, 1, 1))
+    # 18 layers: the last repeat peeled off whole, its last layer apart
+    assert layer_groups(gemma3_kinds(18), 6) == (Group(0, 6, 2), Group(12, 5, 1), Group(17, 1, 1))
+    # Gemma 2 alternates; Cohere 2 repeats 3 local + 1 global
+    assert layer_groups(["local", "global"] * 13, 2)[0] == Group(0, 2, 12)
+    assert smallest_period((["local"] * 3 + ["global"]) * 8) == 4
+    # MoE with a leading dense layer, Qwen2's window split: segments of their own
+    assert layer_groups(["dense"] + ["moe"] * 47) == (Group(0, 1, 1), Group(1, 1, 46), Group(47, 1, 1))
+    assert layer_groups(["full"] * 28 + ["sliding"] * 8) == (Group(0, 1, 28), Group(28, 1, 7), Group(35, 1, 1))
+    assert smallest_period(["full"] * 28 + ["sliding"] * 8) == 1
+    # where each layer's parameters go
+    table = slots(layer_groups(gemma3_kinds(13), 6))
+    assert table[0] == ("scan_0/layer_0", 0) and table[11] == ("scan_0/layer_5", 1) and table[12] == ("layers_12", None)
+
+
+def test_a_period_that_does_not_fit_is_refused():
+    """Gemma 3 read as period 2 would run its global layers as local ones: refused, naming them."""
+    types = tuple("full" if k == "global" else "sliding" for k in gemma3_kinds(18))
+    cfg = DecoderConfig(**NARROW, num_layers=18, layer_types=types, sliding_window=4)
+    assert decoder_groups(cfg)[0] == Group(0, 6, 2)
+    with pytest.raises(BabelevalError, match=r"layer 5 is global-dense but .* layer 1, .* period 2 does not fit"):
+        decoder_groups(dataclasses.replace(cfg, layer_period=2))
+
+
+def program_size(layers: int) -> int:
+    """HLO instructions of the compiled scoring program (engine/scoring.py) for a narrow Llama."""
+    from babeleval.engine.head import HEAD_CHUNK
+    from babeleval.engine.scoring import score_lines
+    from babeleval.models import abstract_params
+    from babeleval.placement.devices import make_mesh, using
+
+    cfg = DecoderConfig(**NARROW, num_layers=layers)
+    rows, length, scored = 2, 64, HEAD_CHUNK
+    lines = [jax.ShapeDtypeStruct((rows, length), jnp.int32)] * 3
+    picks = [jax.ShapeDtypeStruct((1, scored), jnp.int32)] * 2 + [jax.ShapeDtypeStruct((1,), jnp.int32)]
+    with using(make_mesh("data=1,model=1", 0, 0)):
+        compiled = score_lines.lower(abstract_params(cfg), *lines, *picks, config=cfg).compile()
+    return sum(1 for line in compiled.as_text().splitlines() if re.match(r"\s*(ROOT )?%?[\w.-]+ = ", line))
+
+
+def test_compiled_program_does_not_grow_with_depth():
+    """2 layers (unrolled) against 16 (one scanned body): the same program size within 10% (694
+    and 734 instructions; 80 layers: 734). The unrolled stack it replaced had 694 and 3,508."""
+    shallow, deep = program_size(2), program_size(16)
+    assert abs(deep - shallow) <= 0.1 * shallow, (shallow, deep)
+    assert np.isfinite(shallow) and shallow > 100
