@@ -116,8 +116,8 @@ def test_prefix_tables_hold_their_prefixes_only(smollm2):
         for name in ("xquad-hi", "tiny"):
             tables = entry["kv"].get(name, {}).get("prefix", [])
             assert name not in entry or tables, (mesh, name)
-            for table in tables:
-                assert [shape[0] for shape in table["shapes"]] == [1], (mesh, name, table)
+            for table in tables:  # k, v [rows, layers of a group, heads, slots, D]
+                assert {shape[0] for shape in table["shapes"]} == {1}, (mesh, name, table)
 
 
 def _kv_split(kv: dict, mesh: str, heads: int) -> bool:
@@ -128,11 +128,11 @@ def _kv_split(kv: dict, mesh: str, heads: int) -> bool:
     per = heads // model if heads % model == 0 else heads
     assert kv["decode"]
     for kind, caches in kv.items():
-        for cache in caches:
-            (shape,) = cache["shapes"]  # every layer's k and v alike
-            assert shape[1] == heads and cache["devices"] == [data * model]
-            rows = shape[0] // data if kind == "decode" else shape[0]
-            assert cache["shards"] == [[rows, per, *shape[2:]]], (mesh, kind)
+        for cache in caches:  # per layer group k, v [rows, layers, heads, slots, D]: rows and heads split
+            shapes = cache["shapes"]
+            assert {shape[2] for shape in shapes} == {heads} and cache["devices"] == [data * model]
+            rows = shapes[0][0] // data if kind == "decode" else shapes[0][0]
+            assert cache["shards"] == sorted([rows, s[1], per, *s[3:]] for s in shapes), (mesh, kind)
     return per < heads
 
 

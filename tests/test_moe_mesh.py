@@ -67,5 +67,7 @@ def test_every_mesh_gives_the_one_device_results(meshes, mesh):
 def test_experts_split_whole_along_model(meshes, mesh):
     model = int(mesh.split("x")[1])
     entry = meshes[mesh]
-    assert entry["expert_shapes"] == [[8, 32, 64], [8, 64, 32]]  # [experts, in, out]: down, gate/up
-    assert entry["expert_shards"] == [[8 // model, 32, 64], [8 // model, 64, 32]]
+    # [experts, in, out] (down, gate/up) of the last layer; [layers, experts, in, out] of the scanned ones
+    assert entry["expert_shapes"] == [[2, 8, 32, 64], [2, 8, 64, 32], [8, 32, 64], [8, 64, 32]]
+    assert entry["expert_shards"] == [[2, 8 // model, 32, 64], [2, 8 // model, 64, 32], [8 // model, 32, 64],
+                                      [8 // model, 64, 32]]

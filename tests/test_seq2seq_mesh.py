@@ -33,7 +33,8 @@ for family, folder in {folders!r}.items():
     for spec in {meshes!r}:
         mesh = tuple(int(x) for x in spec.split("x"))
         scorer = Seq2SeqScorer(model, mesh=mesh)
-        cross = scorer.params["decoder_0"]["cross_attn"]["q"]["kernel"]
+        scanned = next(k for k in scorer.params if k.startswith("decoder_scan_"))  # mT5's layer 0 apart
+        cross = scorer.params[scanned]["layer_0"]["cross_attn"]["q"]["kernel"]  # [layers, in, out]
         scored = scorer.loglikelihood(requests)
         out[family + ":" + spec] = {{"logprobs": [r.logprob for r in scored], "greedy": [r.is_greedy for r in scored],
                                     "generated": Seq2SeqGenerator(model, mesh=mesh, conventions=False).generate(prompts),
@@ -74,5 +75,6 @@ def test_every_mesh_gives_the_one_device_results(meshes, family, mesh):
 def test_cross_attention_split_along_model(meshes, family, mesh):
     model = int(mesh.split("x")[1])
     entry = meshes[f"{family}:{mesh}"]
-    assert entry["cross_q_shard"] == [64, 64 // model]  # whole heads of 8 dims per device
+    layers, *shard = entry["cross_q_shard"]
+    assert layers > 1 and shard == [64, 64 // model]  # every scanned layer, whole heads of 8 dims per device
     assert (entry["split"] > 0) == (model > 1)

@@ -113,10 +113,15 @@ class Placement:
     split_tensors: int = 0
     replicated_tensors: int = 0  # held whole on every device (norms and fallbacks)
     fallback_tensors: int = 0  # a split rule matched but the dimension does not divide the model axis
-    fallback_examples: list = field(default_factory=list)
+    fallback_examples: list = field(default_factory=list)  # tensor counts: a scanned group's per layer
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+def layers_in(name: str, x) -> int:
+    """The layers a parameter holds: its leading axis for a scanned group's, else 1."""
+    return x.shape[0] if STACKED.search(name) else 1
 
 
 def param_specs(params, config, model: int):
@@ -128,7 +133,7 @@ def param_specs(params, config, model: int):
         name = path_name(path)
         chosen, fell = leaf_spec(name, x, model, head_dim)
         if fell:
-            fallbacks.append(name)
+            fallbacks.extend([name] * layers_in(name, x))
         return chosen
 
     return jax.tree_util.tree_map_with_path(spec, params, is_leaf=is_quantized), fallbacks
@@ -142,14 +147,16 @@ def shard_params(params, config, mesh: Mesh):
     placed = jax.tree.map(lambda x, s: put(x, mesh, s), params, specs, is_leaf=is_quantized)
     leaves = jax.tree.leaves(placed, is_leaf=is_quantized)
     whole = lambda s: s == P() or (is_quantized(s) and all(f == P() for f in s.fields.values()))
-    split = sum(1 for s in jax.tree.leaves(specs, is_leaf=lambda s: isinstance(s, P) or is_quantized(s))
-                if not whole(s)) if model > 1 else 0
+    named = jax.tree_util.tree_flatten_with_path(params, is_leaf=is_quantized)[0]
+    counts = [layers_in(path_name(p), x) for p, x in named]  # tensors counted per layer
+    spec_leaves = jax.tree.leaves(specs, is_leaf=lambda s: isinstance(s, P) or is_quantized(s))
+    split = sum(n for n, s in zip(counts, spec_leaves) if not whole(s)) if model > 1 else 0
     dense = [x for x in leaves if not is_quantized(x)]
     dtype = np.dtype(dense[0].dtype).name if dense else "float32"
     return placed, Placement(mesh=mesh_dict(mesh), dtype=dtype, weight_bytes=sum(x.nbytes for x in leaves),
                              weight_bytes_per_device=max(bytes_per_device(placed).values(), default=0),
-                             split_tensors=split, replicated_tensors=len(leaves) - split,
-                             fallback_tensors=len(fallbacks), fallback_examples=fallbacks[:4])
+                             split_tensors=split, replicated_tensors=sum(counts) - split,
+                             fallback_tensors=len(fallbacks), fallback_examples=list(dict.fromkeys(fallbacks))[:4])
 
 
 def bytes_per_device(tree) -> dict:

@@ -1,6 +1,6 @@
 """What a parameter tree holds, for `info` and results.json: bytes per parameter, each storage
 kind's totals (a block type, or a dense dtype) and which weights are stored how (layers folded
-into `layers_*`: a Q4_K_M file mixes Q4_K and Q6_K across layers)."""
+into `layers_*`, a scanned group's stacked tensors counted per layer: a Q4_K_M file mixes Q4_K and Q6_K across layers)."""
 from __future__ import annotations
 
 import re
@@ -10,6 +10,11 @@ import numpy as np
 
 from .layouts import LAYOUTS
 from .qarray import is_quantized
+
+
+# a layer's parameters: layers_<i> (encoder_layers_<i>, ...) or a scanned group's scan_<first>/layer_<j>
+STACKED = re.compile(r"^((?:encoder_|decoder_)?)(?:scan_\d+/layer_\d+)")
+LAYER = re.compile(r"^((?:encoder_|decoder_)?)(?:layers_\d+|scan_\d+/layer_\d+)")
 
 
 def _kind(x) -> str:
@@ -27,15 +32,16 @@ def summary(params, source: str = "", method: str = "gguf") -> dict | None:
     weights: dict = {}
     for path, x in flat:
         kind = _kind(x)
+        name = "/".join(str(getattr(k, "key", k)) for k in path)
+        layers = x.shape[0] if STACKED.search(name) else 1  # a scanned group's [layers, ...]: a tensor per layer
         entry = types.setdefault(kind, {"tensors": 0, "params": 0, "bytes": 0})
-        entry["tensors"] += 1
+        entry["tensors"] += layers
         entry["params"] += int(x.size)
         entry["bytes"] += int(x.nbytes)
         if is_quantized(x):
             entry.setdefault("block_size", set()).add(x.block_size)
-        name = re.sub(r"(encoder_|decoder_|layers_)\d+", r"\1*", "/".join(str(getattr(k, "key", k)) for k in path))
-        counts = weights.setdefault(name, {})
-        counts[kind] = counts.get(kind, 0) + 1
+        counts = weights.setdefault(LAYER.sub(r"\1layers_*", name), {})
+        counts[kind] = counts.get(kind, 0) + layers
     for kind, entry in types.items():
         entry["bits"] = round(8 * entry.pop("bytes") / entry["params"], 4)
         if "block_size" in entry:  # int8's is each row's length
