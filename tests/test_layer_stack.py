@@ -73,3 +73,33 @@ def test_compiled_program_does_not_grow_with_depth():
     shallow, deep = program_size(2), program_size(16)
     assert abs(deep - shallow) <= 0.1 * shallow, (shallow, deep)
     assert np.isfinite(shallow) and shallow > 100
+
+
+def test_layers_quantized_alike_stack_as_one_qarray_and_mixed_ones_dense():
+    """A stack's layers copied into their slots as read: one block type -> one stacked QArray whose
+    layers dequantize as each layer did; two types (a GGUF holding a few layers wider) -> dense,
+    said once; a layer that never came is named."""
+    from babeleval.loading.stacking import Stacks
+    from babeleval.quant.at_load import quantize
+
+    rng = np.random.default_rng(0)
+    layers = [rng.normal(size=(8, 256)).astype(np.float32) for _ in range(3)]
+    want = {"w": jax.ShapeDtypeStruct((3, 8, 256), np.float32)}
+    notes = []
+    same = Stacks(want, np.float32, notes.append)
+    parts = [quantize(w, "int4") for w in layers]
+    assert same.add("w", 2, parts[2]) is None and same.add("w", 0, parts[0]) is None
+    assert same.lacking() == {"w": [1]}
+    stack = same.add("w", 1, parts[1])
+    assert stack.layout == "int4" and stack.shape == (3, 8, 256) and not notes
+    for i, part in enumerate(parts):
+        layer = jax.tree.map(lambda x, i=i: x[i], stack)
+        np.testing.assert_array_equal(np.asarray(layer.dequantize()), np.asarray(part.dequantize()))
+    mixed = Stacks(want, np.float32, notes.append)
+    parts[1] = quantize(layers[1], "int8")
+    for i in (0, 1):
+        assert mixed.add("w", i, parts[i]) is None
+    dense = mixed.add("w", 2, parts[2])
+    assert isinstance(dense, np.ndarray) and len(notes) == 1 and "int4, int8" in notes[0]
+    for i, part in enumerate(parts):
+        np.testing.assert_array_equal(dense[i], np.asarray(part.dequantize()))

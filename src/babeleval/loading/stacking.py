@@ -1,6 +1,7 @@
 """Per-layer file tensors collected into the stacked parameters of scanned layer groups
-(models/stack.py): each layer's tensor goes into its slot as it is read, and a stack is placed
-once its last layer arrives, so the host holds one stacked parameter at a time."""
+(models/stack.py): each layer's tensor is copied into its slot of the stack as it is read (a
+quantized one's fields into stacked fields), and a stack is placed once its last layer arrives,
+so the host holds one stack in the making per parameter and no list of parts."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,46 +16,55 @@ class Stacks:
 
     def add(self, name: str, index: int, part):
         """Layer `index`'s part of stacked parameter `name`; the whole stack once every layer is
-        in, else None. A dense part is written into the stack's buffer at once; quantized parts
-        are kept until the last, then stacked as one QArray when they share a layout (a Q4_K_M
-        file holds some layers' tensors as Q6_K: such a stack is dequantized, said once)."""
-        shape = self.want[name].shape
-        entry = self.pending.setdefault(name, {"parts": {}, "buffer": None})
-        if entry["buffer"] is None and not isinstance(part, QArray):
-            entry["buffer"] = np.empty(shape, self.dtype)
-            for i, q in entry["parts"].items():
-                entry["buffer"][i] = _dense(q, self.dtype)
-            entry["parts"] = {}
-        if entry["buffer"] is not None:
-            entry["buffer"][index] = _dense(part, self.dtype)
-            entry.setdefault("filled", set()).add(index)
-            done = len(entry["filled"]) == shape[0]
+        in, else None. Parts that are QArrays of one layout stack as one QArray; a stack whose
+        layers differ (a dense layer among quantized ones, or two block types: some GGUF files
+        hold a few layers' tensors in a wider type) is held dense in dtype, said once by warn."""
+        n = self.want[name].shape[0]
+        entry = self.pending.get(name)
+        if entry is None:
+            entry = self.pending[name] = {"filled": set(), "first": part if isinstance(part, QArray) else None}
+            entry["buffer"] = _empty(part, n, self.dtype)
+        if isinstance(entry["buffer"], QArray) and not _same_kind(entry["first"], part):
+            entry["buffer"] = self._densified(name, entry, part)
+        if isinstance(entry["buffer"], QArray):
+            for key, field in part.fields.items():
+                entry["buffer"].fields[key][index] = np.asarray(field)
         else:
-            entry["parts"][index] = part
-            done = len(entry["parts"]) == shape[0]
-        if not done:
+            entry["buffer"][index] = _dense(part, self.dtype)
+        entry["filled"].add(index)
+        if len(entry["filled"]) < n:
             return None
-        del self.pending[name]
-        return entry["buffer"] if entry["buffer"] is not None else self._quantized(name, entry["parts"])
+        return self.pending.pop(name)["buffer"]
 
-    def _quantized(self, name: str, parts: dict):
-        ordered = [parts[i] for i in range(len(parts))]
-        first = ordered[0]
-        if len({(q.layout, q.transposed, q.shape) for q in ordered}) == 1:
-            fields = {k: np.stack([np.asarray(q.fields[k]) for q in ordered]) for k in first.fields}
-            return QArray(fields, first.layout, (len(ordered),) + first.shape, first.transposed)
-        layouts = ", ".join(sorted({q.layout for q in ordered}))
-        self.warn(f"{name}: the layers' tensors are held as {layouts}; one stack holds one layout, so this one "
-                  f"is dequantized to {np.dtype(self.dtype).name}")
-        return np.stack([_dense(q, self.dtype) for q in ordered])
+    def _densified(self, name: str, entry: dict, part):
+        stack, first = entry["buffer"], entry["first"]
+        kinds = {first.layout, part.layout if isinstance(part, QArray) else np.dtype(part.dtype).name}
+        self.warn(f"{name}: the layers' tensors are held as {', '.join(sorted(kinds))}; one stack holds one "
+                  f"layout, so this one is dequantized to {np.dtype(self.dtype).name}")
+        dense = np.empty(self.want[name].shape, self.dtype)
+        for i in entry["filled"]:
+            layer = QArray({k: v[i] for k, v in stack.fields.items()}, first.layout, first.shape, first.transposed)
+            dense[i] = _dense(layer, self.dtype)
+        return dense
 
     def lacking(self) -> dict[str, list[int]]:
         """{stacked parameter: the slots (layers) that never came} for the stacks begun, not ended."""
-        out = {}
-        for name, entry in self.pending.items():
-            have = entry.get("filled") or set(entry["parts"])
-            out[name] = [i for i in range(self.want[name].shape[0]) if i not in have]
-        return out
+        return {name: [i for i in range(self.want[name].shape[0]) if i not in entry["filled"]]
+                for name, entry in self.pending.items()}
+
+
+def _empty(part, n: int, dtype):
+    """A stack of n layers shaped as `part` (a QArray's fields each with a leading axis of n)."""
+    if isinstance(part, QArray):
+        fields = {k: np.empty((n,) + np.shape(v), np.asarray(v).dtype) for k, v in part.fields.items()}
+        return QArray(fields, part.layout, (n,) + part.shape, part.transposed)
+    return np.empty((n,) + np.shape(part), dtype)
+
+
+def _same_kind(first, part) -> bool:
+    return (first is not None and isinstance(part, QArray) and part.layout == first.layout
+            and part.transposed == first.transposed and part.shape == first.shape
+            and all(np.shape(part.fields[k]) == np.shape(first.fields[k]) for k in first.fields))
 
 
 def _dense(part, dtype):
