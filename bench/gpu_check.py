@@ -11,8 +11,9 @@ Parts, in order, each skipped (named in "skipped") once the time budget is spent
   <shape>     per model shape (SmolLM2-135M, Gemma 3 270M, Llama-3.2-1B, Llama-3-8B, a scaled-down
               Qwen3-MoE, mT5-base: the encoder-decoder engines, each context encoded once): scoring tokens/s and MFU on XCOPA sw+ta (plain) and 5-shot SIB-200 in
               MILU's prompt (the demonstrations prefix-cached), generation prompts/s and new
-              tokens/s on XQuAD-hi (32 new tokens), bf16 against fp32 log-probs of the same random
-              weights (shapes up to 1B), peak device memory
+              tokens/s on XQuAD-hi (32 new tokens), each with its first call's seconds (compiles
+              included) and programs, bf16 against fp32 log-probs of the same random weights
+              (shapes up to 1B), peak device memory; an 80-layer narrow Llama: compile vs depth
   milu_projection  full MILU 5-shot (79,600 questions) at the 8B shape's prefix-cached rate
 Requests are real benchmark text (bench/.gpu/data, else ../shared/data) through SmolLM2's
 tokenizer (bench/.gpu/tokenizer, else the packaged GGUF's): the same tokens for every shape.
@@ -51,6 +52,9 @@ SHAPES = {  # config.json fields of the real checkpoints (random weights)
                             moe_intermediate_size=1024, num_hidden_layers=8, num_attention_heads=8,
                             num_key_value_heads=4, head_dim=64, num_experts=8, num_experts_per_tok=2,
                             norm_topk_prob=True, max_position_embeddings=8192, rms_norm_eps=1e-6),
+    # depth without width (issue 51): the layer stack scanned, its programs compile as a 2-layer one's
+    "llama-narrow-80l": dict(LLAMA, vocab_size=49152, hidden_size=256, intermediate_size=512, num_hidden_layers=80,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192),
     "mt5-base": dict(model_type="mt5", vocab_size=250112, d_model=768, d_kv=64, d_ff=2048, num_layers=12,
                      num_heads=12, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
 }
@@ -123,21 +127,24 @@ def peak_memory() -> int | None:
 
 
 def timed(make, call):
-    """(engine, seconds) of a second, warm call (the first compiles)."""
+    """(engine, seconds of a second, warm call, seconds of the first: its compiles included)."""
+    start = time.perf_counter()
     call(make())
+    first = time.perf_counter() - start
     engine = make()
     start = time.perf_counter()
     call(engine)
-    return engine, time.perf_counter() - start
+    return engine, time.perf_counter() - start, first
 
 
 def scoring(model, requests, peak: float) -> dict:
     from babeleval.engines import scorer_for
 
-    engine, seconds = timed(lambda: scorer_for(model), lambda e: e.loglikelihood(requests))
+    engine, seconds, first = timed(lambda: scorer_for(model), lambda e: e.loglikelihood(requests))
     s = engine.stats
     tokens = s.tokens_computed / seconds
-    return {"requests": len(requests), "seconds": round(seconds, 3), "tokens_per_s": round(tokens),
+    return {"requests": len(requests), "seconds": round(seconds, 3), "first_call_seconds": round(first, 3),
+            "programs": getattr(getattr(s, "compiles", None), "count", None), "tokens_per_s": round(tokens),
             "tokens_without_sharing_per_s": round(s.tokens_alone / seconds), "mfu": 2 * active_params(model) * tokens / peak,
             "prefix_tokens_reused": s.prefix_tokens_reused, "contexts_encoded": s.contexts_encoded}
 
@@ -145,8 +152,9 @@ def scoring(model, requests, peak: float) -> dict:
 def generation(model, prompts) -> dict:
     from babeleval.engines import generator_for
 
-    engine, seconds = timed(lambda: generator_for(model), lambda e: e.generate(prompts))
-    return {"prompts": len(prompts), "seconds": round(seconds, 3), "prompts_per_s": len(prompts) / seconds,
+    engine, seconds, first = timed(lambda: generator_for(model), lambda e: e.generate(prompts))
+    return {"prompts": len(prompts), "seconds": round(seconds, 3), "first_call_seconds": round(first, 3),
+            "prompts_per_s": len(prompts) / seconds,
             "new_tokens_per_s": engine.stats.new_tokens / seconds}
 
 

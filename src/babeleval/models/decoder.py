@@ -4,7 +4,8 @@ Llama, Mistral, Qwen2/3, Gemma 1-3, GPT-2, BLOOM and our byte-level GPT are all 
 module. The caller supplies token positions and an explicit [B, T, S] attention mask,
 so one forward pass serves left/right padding, packed shared-prefix layouts and
 KV-cached decoding alike. The head is a separate method so that callers can project
-only the positions they score.
+only the positions they score. The layers run as scanned groups of identical layers
+(models/stack.py): a program holds each group's body once, whatever the depth.
 """
 from __future__ import annotations
 
