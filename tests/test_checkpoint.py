@@ -35,7 +35,7 @@ def test_a_checkpoint_saved_per_layer_is_stacked_at_restore(tmp_path):
     from babeleval.models.decoder import decoder_groups
     from babeleval.models.stack import per_layer
 
-    build("gemma2", tmp_path / "hf")
+    build("llama", tmp_path / "hf")  # 3 layers: 0-1 scanned, 2 apart
     model = load_model(str(tmp_path / "hf"))
     folder = model.save(tmp_path / "ckpt")
     (folder / MANIFEST).unlink()
