@@ -75,11 +75,13 @@ def test_compiled_program_does_not_grow_with_depth():
     assert np.isfinite(shallow) and shallow > 100
 
 
-def test_layers_quantized_alike_stack_as_one_qarray_and_mixed_ones_dense():
+def test_layers_quantized_alike_stack_as_one_qarray_and_mixed_ones_as_a_qstack():
     """A stack's layers copied into their slots as read: one block type -> one stacked QArray whose
-    layers dequantize as each layer did; two types (a GGUF holding a few layers wider) -> dense,
-    said once; a layer that never came is named."""
+    layers dequantize as each layer did; two types (a GGUF holding a few layers wider) -> a QStack,
+    still quantized, whose one-layer slices (as a scan sees them, jitted) dequantize as each layer
+    did; a dense layer among quantized ones -> dense, said once; a layer that never came is named."""
     from babeleval.loading.stacking import Stacks
+    from babeleval.quant import QStack
     from babeleval.quant.at_load import quantize
 
     rng = np.random.default_rng(0)
@@ -99,7 +101,17 @@ def test_layers_quantized_alike_stack_as_one_qarray_and_mixed_ones_dense():
     parts[1] = quantize(layers[1], "int8")
     for i in (0, 1):
         assert mixed.add("w", i, parts[i]) is None
-    dense = mixed.add("w", 2, parts[2])
-    assert isinstance(dense, np.ndarray) and len(notes) == 1 and "int4, int8" in notes[0]
+    held = mixed.add("w", 2, parts[2])
+    assert isinstance(held, QStack) and held.layout == "int4+int8" and not notes
+    assert held.nbytes < 4 * 3 * 8 * 256 / 2  # both layouts at full length: under half the float32 stack
+    one_layer = jax.jit(lambda s, i: jax.tree.map(lambda x: x[i], s).dequantize())
     for i, part in enumerate(parts):
-        np.testing.assert_array_equal(dense[i], np.asarray(part.dequantize()))
+        np.testing.assert_array_equal(np.asarray(one_layer(held, i)), np.asarray(part.dequantize()))
+        np.testing.assert_array_equal(held.dequantize(np.float32, xp=np)[i], np.asarray(part.dequantize()))
+    dense = Stacks(want, np.float32, notes.append)
+    dense.add("w", 0, parts[0])
+    assert dense.add("w", 1, layers[1]) is None and len(notes) == 1
+    out = dense.add("w", 2, parts[2])
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_array_equal(out[1], layers[1])
+    np.testing.assert_array_equal(out[0], np.asarray(parts[0].dequantize()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..quant import QArray
+from ..quant import QArray, QStack
 
 
 class Stacks:
@@ -16,35 +16,54 @@ class Stacks:
 
     def add(self, name: str, index: int, part):
         """Layer `index`'s part of stacked parameter `name`; the whole stack once every layer is
-        in, else None. Parts that are QArrays of one layout stack as one QArray; a stack whose
-        layers differ (a dense layer among quantized ones, or two block types: some GGUF files
-        hold a few layers' tensors in a wider type) is held dense in dtype, said once by warn."""
+        in, else None. Parts that are QArrays of one layout stack as one QArray; of several block
+        types (some GGUF files hold a few layers' tensors in a wider type) as a QStack; a dense
+        layer among quantized ones makes the stack dense in dtype, said once by warn."""
         n = self.want[name].shape[0]
         entry = self.pending.get(name)
         if entry is None:
             entry = self.pending[name] = {"filled": set(), "first": part if isinstance(part, QArray) else None}
             entry["buffer"] = _empty(part, n, self.dtype)
-        if isinstance(entry["buffer"], QArray) and not _same_kind(entry["first"], part):
-            entry["buffer"] = self._densified(name, entry, part)
-        if isinstance(entry["buffer"], QArray):
-            for key, field in part.fields.items():
-                entry["buffer"].fields[key][index] = np.asarray(field)
+        stack = entry["buffer"]
+        if isinstance(stack, (QArray, QStack)) and not isinstance(part, QArray):
+            stack = entry["buffer"] = self._densified(name, entry, part)
+        elif isinstance(stack, QArray) and not _same_kind(entry["first"], part):
+            stack = entry["buffer"] = self._mixed(name, entry, part)
+        if isinstance(stack, QStack):
+            layouts = sorted(stack.parts)
+            if part.layout not in stack.parts:  # a third layout: the parts' order changes
+                stack.parts[part.layout] = _empty(part, n, self.dtype, np.zeros)
+                stack.which[:] = [sorted(stack.parts).index(layouts[w]) for w in stack.which]
+            _write(stack.parts[part.layout], index, part)
+            stack.which[index] = sorted(stack.parts).index(part.layout)
+        elif isinstance(stack, QArray):
+            _write(stack, index, part)
         else:
-            entry["buffer"][index] = _dense(part, self.dtype)
+            stack[index] = _dense(part, self.dtype)
         entry["filled"].add(index)
         if len(entry["filled"]) < n:
             return None
         return self.pending.pop(name)["buffer"]
 
+    def _mixed(self, name: str, entry: dict, part: QArray) -> QStack:
+        """The stack so far (one layout) as the first part of a QStack; the new layout's part zeros."""
+        stack, first, n = entry["buffer"], entry["first"], self.want[name].shape[0]
+        parts = {first.layout: stack, part.layout: _empty(part, n, self.dtype, np.zeros)}
+        for field in stack.fields.values():  # the slots not yet read stay zero in every part
+            field[[i for i in range(n) if i not in entry["filled"]]] = 0
+        which = np.zeros(n, np.int32)
+        which[sorted(entry["filled"])] = sorted(parts).index(first.layout)
+        return QStack(parts, which)
+
     def _densified(self, name: str, entry: dict, part):
-        stack, first = entry["buffer"], entry["first"]
-        kinds = {first.layout, part.layout if isinstance(part, QArray) else np.dtype(part.dtype).name}
-        self.warn(f"{name}: the layers' tensors are held as {', '.join(sorted(kinds))}; one stack holds one "
-                  f"layout, so this one is dequantized to {np.dtype(self.dtype).name}")
-        dense = np.empty(self.want[name].shape, self.dtype)
-        for i in entry["filled"]:
-            layer = QArray({k: v[i] for k, v in stack.fields.items()}, first.layout, first.shape, first.transposed)
-            dense[i] = _dense(layer, self.dtype)
+        """The quantized stack so far dense in dtype (a dense layer came among quantized ones)."""
+        stack = entry["buffer"]
+        self.warn(f"{name}: the layers' tensors are held as {stack.layout} and {np.dtype(part.dtype).name}; "
+                  f"the stack is dequantized to {np.dtype(self.dtype).name}")
+        dense = np.zeros(self.want[name].shape, self.dtype)
+        filled = sorted(entry["filled"])
+        if filled:
+            dense[filled] = np.asarray(stack.dequantize(np.float32, xp=np))[filled]
         return dense
 
     def lacking(self) -> dict[str, list[int]]:
@@ -53,12 +72,17 @@ class Stacks:
                 for name, entry in self.pending.items()}
 
 
-def _empty(part, n: int, dtype):
+def _empty(part, n: int, dtype, make=np.empty):
     """A stack of n layers shaped as `part` (a QArray's fields each with a leading axis of n)."""
     if isinstance(part, QArray):
-        fields = {k: np.empty((n,) + np.shape(v), np.asarray(v).dtype) for k, v in part.fields.items()}
+        fields = {k: make((n,) + np.shape(v), np.asarray(v).dtype) for k, v in part.fields.items()}
         return QArray(fields, part.layout, (n,) + part.shape, part.transposed)
-    return np.empty((n,) + np.shape(part), dtype)
+    return make((n,) + np.shape(part), dtype)
+
+
+def _write(stack: QArray, index: int, part: QArray) -> None:
+    for key, field in part.fields.items():
+        stack.fields[key][index] = np.asarray(field)
 
 
 def _same_kind(first, part) -> bool:

@@ -12,21 +12,21 @@ import jax.numpy as jnp
 from flax.linen.dtypes import promote_dtype
 from flax.linen.linear import default_embed_init, default_kernel_init
 
-from ..quant import QArray
+from ..quant import QArray, is_quantized
 
 
 def stored(module: nn.Module, name: str, init, shape: tuple, dtype):
     """The parameter as held: a QArray left quantized, else the (shape-checked) dense array."""
     if module.has_variable("params", name):
         value = module.get_variable("params", name)
-        if isinstance(value, QArray):
+        if is_quantized(value):
             return value
     return module.param(name, init, shape, dtype)
 
 
 def as_dense(value, dtype):
     """A leaf as a dense array: a QArray dequantized to dtype, a dense array as it is."""
-    return value.dequantize(dtype) if isinstance(value, QArray) else value
+    return value.dequantize(dtype) if is_quantized(value) else value
 
 
 def weight(module: nn.Module, name: str, init, shape: tuple, dtype):

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from ..quant import QArray, is_quantized
+from ..quant import QArray, QStack, is_quantized
 
 HEAD = "head"  # split only between whole attention heads (units of config.head_dim)
 
@@ -60,11 +60,13 @@ def rule_spec(name: str, shape: tuple, model: int, head_dim: int) -> tuple[P, bo
     return spec, False
 
 
-def quantized_spec(spec: P, q: QArray, model: int):
+def quantized_spec(spec: P, q, model: int):
     """The dense weight's spec for each of a QArray's fields ([*lead, rows, blocks, ...]): its rows
     split as the dense weight's output (or vocabulary) axis, its blocks as the input axis (one
     block per row, int8's channels: its bytes), a block's packed codes and scales never; whole
-    where the blocks do not divide the model axis."""
+    where the blocks do not divide the model axis. A QStack: each part so, `which` whole."""
+    if isinstance(q, QStack):
+        return QStack({k: quantized_spec(spec, part, model) for k, part in q.parts.items()}, P())
     dense = tuple(spec) + (None,) * (q.ndim - len(spec))
     stored = dense[:-2] + (dense[-1], dense[-2]) if q.transposed else dense
     blocks = next(iter(q.fields.values())).shape[q.ndim - 1]

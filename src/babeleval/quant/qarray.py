@@ -112,12 +112,12 @@ class QArray:
 
 
 def is_quantized(x) -> bool:
-    return isinstance(x, QArray)
+    return isinstance(x, (QArray, QStack))
 
 
 def dense(x, dtype=None):
     """x as a dense array: a QArray dequantized, anything else as it is (cast to dtype if given)."""
-    if isinstance(x, QArray):
+    if is_quantized(x):
         return x.dequantize(dtype or jnp.float32)
     return x if dtype is None else x.astype(dtype)
 
@@ -127,3 +127,61 @@ def from_blocks(layout: str, raw: np.ndarray, shape: tuple) -> QArray:
     from .layouts import split_blocks
 
     return QArray(split_blocks(layout, raw), layout, shape)
+
+
+@jax.tree_util.register_pytree_node_class
+class QStack:
+    """A stacked weight ([layers, ...]) whose layers are held in different layouts (a GGUF that
+    stores a few layers' tensors in a wider block type): a full-length QArray per layout, the
+    layers of other layouts left zero, and `which` [layers], the part holding each layer. Inside a
+    scan (one layer: `which` a scalar) dequantizing switches to that part's blocks only."""
+
+    def __init__(self, parts: dict, which):
+        self.parts, self.which = parts, which
+
+    def tree_flatten(self):
+        keys = tuple(sorted(self.parts))
+        return (tuple(self.parts[k] for k in keys), self.which), keys
+
+    @classmethod
+    def tree_unflatten(cls, keys, children):
+        parts, which = children
+        return cls(dict(zip(keys, parts)), which)
+
+    def __repr__(self):
+        return f"QStack({self.layout}, shape={self.shape})"
+
+    @property
+    def _first(self) -> QArray:
+        return self.parts[min(self.parts)]
+
+    shape = property(lambda self: self._first.shape)
+    ndim = property(lambda self: self._first.ndim)
+    size = property(lambda self: self._first.size)
+    transposed = property(lambda self: self._first.transposed)
+    block_size = property(lambda self: self._first.block_size)
+    layout = property(lambda self: "+".join(sorted(self.parts)))
+
+    @property
+    def fields(self) -> dict:
+        """Every part's fields (named layout.field) and `which`: what is held."""
+        out = {f"{name}.{k}": v for name, part in self.parts.items() for k, v in part.fields.items()}
+        return dict(out, which=self.which)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(np.prod(f.shape)) * np.dtype(f.dtype).itemsize for f in self.fields.values())
+
+    @property
+    def bits(self) -> float:
+        return 8 * self.nbytes / self.size
+
+    def dequantize(self, dtype=jnp.float32, xp=jnp):
+        parts = [self.parts[k] for k in sorted(self.parts)]
+        if xp is jnp and jnp.ndim(self.which) == 0:  # one layer, inside the scan
+            return jax.lax.switch(self.which, [lambda p=p: p.dequantize(dtype) for p in parts])
+        which = xp.asarray(self.which).reshape(np.shape(self.which) + (1,) * (len(self.shape) - np.ndim(self.which)))
+        out = parts[0].dequantize(dtype, xp)
+        for i, part in enumerate(parts[1:], 1):
+            out = xp.where(which == i, part.dequantize(dtype, xp), out)
+        return out

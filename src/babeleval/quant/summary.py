@@ -49,8 +49,13 @@ def summary(params, source: str = "", method: str = "gguf") -> dict | None:
             entry["block_size"] = sizes[0] if len(sizes) == 1 else sizes
     params_total = sum(e["params"] for e in types.values())
     total_bytes = sum(int(x.nbytes) for _, x in flat)
-    quantized = sorted(k for k in types if k in LAYOUTS)
+    quantized = sorted(k for k in types if _kept(k))
     return {"method": method, "types_kept": quantized, "source": source,
             "bits_per_param": round(8 * total_bytes / params_total, 4),
             "bytes_per_param": round(total_bytes / params_total, 4), "types": types,
-            "weights": {k: v for k, v in sorted(weights.items()) if any(t in LAYOUTS for t in v)}}
+            "weights": {k: v for k, v in sorted(weights.items()) if any(_kept(t) for t in v)}}
+
+
+def _kept(kind: str) -> bool:
+    """A block type (or a stack of several: Q4_K+Q6_K), not a dense dtype."""
+    return all(part in LAYOUTS for part in kind.split("+"))
