@@ -94,10 +94,11 @@ def _restacked(folder: Path, config, target, saved: set, sharding):
     from ..models.decoder import decoder_groups
     from ..models.stack import per_layer, stacked
 
-    if not isinstance(config, DecoderConfig) or saved != set(per_layer(target, decoder_groups(config))):
+    old = per_layer(target, decoder_groups(config)) if isinstance(config, DecoderConfig) else {}
+    if saved != set(old):
         raise BabelevalError(f"{folder}: a babeleval checkpoint whose parameters ({', '.join(sorted(saved)[:4])}, ...) "
                              f"are not this version's layout ({', '.join(sorted(target)[:4])}, ...); convert the model again")
-    old = ocp.StandardCheckpointer().restore(folder / "params", per_layer(target, decoder_groups(config)))
+    old = ocp.StandardCheckpointer().restore(folder / "params", old)
     params = stacked(jax.tree.map(np.asarray, old), decoder_groups(config))
     if sharding is None:
         return jax.tree.map(jnp.asarray, params)

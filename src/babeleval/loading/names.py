@@ -272,7 +272,7 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
         lines = [f"{source}: parameters do not match a {cfg.arch} model"]
         if missing:
             lacking = stacks.lacking()
-            named = [n for k in missing for n in _per_layer_names(k, lacking.get(k), table, want)]
+            named = [n for k in missing for n in _per_layer_names(k, lacking.get(k), table)]
             lines.append(f"missing keys: {', '.join(sorted(named))}")
         if unexpected or extra:
             lines.append(f"unexpected keys: {', '.join(sorted(unexpected + extra))}")
@@ -332,7 +332,7 @@ def layer_slots(cfg) -> dict:
     return {}
 
 
-def _per_layer_names(name: str, lacking, table: dict, want: dict) -> list[str]:
+def _per_layer_names(name: str, lacking, table: dict):
     """A missing stacked parameter as the per-layer names the file lacks (layers_1/mlp/up/kernel):
     its `lacking` slots, or all of them."""
     for side, layers in table.items():

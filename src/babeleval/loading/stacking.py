@@ -30,12 +30,10 @@ class Stacks:
         elif isinstance(stack, QArray) and not _same_kind(entry["first"], part):
             stack = entry["buffer"] = self._mixed(name, entry, part)
         if isinstance(stack, QStack):
-            layouts = sorted(stack.parts)
-            if part.layout not in stack.parts:  # a third layout: the parts' order changes
+            if part.layout not in stack.parts:  # a third layout
                 stack.parts[part.layout] = _empty(part, n, self.dtype, np.zeros)
-                stack.which[:] = [sorted(stack.parts).index(layouts[w]) for w in stack.which]
             _write(stack.parts[part.layout], index, part)
-            stack.which[index] = sorted(stack.parts).index(part.layout)
+            stack.which[index] = list(stack.parts).index(part.layout)
         elif isinstance(stack, QArray):
             _write(stack, index, part)
         else:
@@ -51,9 +49,7 @@ class Stacks:
         parts = {first.layout: stack, part.layout: _empty(part, n, self.dtype, np.zeros)}
         for field in stack.fields.values():  # the slots not yet read stay zero in every part
             field[[i for i in range(n) if i not in entry["filled"]]] = 0
-        which = np.zeros(n, np.int32)
-        which[sorted(entry["filled"])] = sorted(parts).index(first.layout)
-        return QStack(parts, which)
+        return QStack(parts, np.zeros(n, np.int32))  # the layers so far: the first part's
 
     def _densified(self, name: str, entry: dict, part):
         """The quantized stack so far dense in dtype (a dense layer came among quantized ones)."""

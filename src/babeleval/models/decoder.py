@@ -20,7 +20,7 @@ from .config import DecoderConfig
 from .attention import attend, attend_fused, fused_implementation, write_cache
 from .layers import MLP, Norm, alibi_slopes, apply_rope, rope_frequencies, sinusoids
 from .moe import MoE
-from .stack import empty_caches, layer_groups, per_layer, smallest_period, stacked
+from .stack import empty_caches, layer_groups, per_layer, scanned, smallest_period, stacked
 from .weights import Dense, Embed
 
 
@@ -147,12 +147,6 @@ def decoder_groups(cfg: DecoderConfig):
     return layer_groups(kinds, cfg.layer_period or smallest_period(kinds), what=f"{cfg.arch} layer")
 
 
-def _scanned(cfg: DecoderConfig, group, dtype):
-    scan = nn.scan(Layers, variable_axes={"params": 0}, split_rngs={"params": True},
-                   in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast))
-    return scan(cfg, group.first, group.period, dtype)
-
-
 class Decoder(nn.Module):
     cfg: DecoderConfig
     dtype: jnp.dtype = jnp.float32
@@ -165,7 +159,7 @@ class Decoder(nn.Module):
         if cfg.embed_norm:
             self.embed_norm = _norm(cfg, "embed_norm")
         self.groups = decoder_groups(cfg)
-        self.scan = {g.first: _scanned(cfg, g, self.dtype) for g in self.groups if g.scanned}  # scan_<first>
+        self.scan = {g.first: scanned(Layers, cfg, g, self.dtype, 4) for g in self.groups if g.scanned}  # scan_<first>
         self.layers = {i: Block(cfg, i, self.dtype) for g in self.groups if not g.scanned
                        for i in range(g.first, g.end)}  # layers_<i>
         self.final_norm = _norm(cfg, "final_norm")
@@ -200,11 +194,12 @@ class Decoder(nn.Module):
                 (x, unit), _ = self.scan[group.first]((x, unit), jnp.arange(group.repeats), positions, mask,
                                                       kv_positions, cache_index)
             else:
-                layers = range(group.first, group.end)
-                for j, i in enumerate(layers):
+                new = []
+                for j, i in enumerate(range(group.first, group.end)):
                     x, layer_cache = self.layers[i](x, positions, mask, kv_positions, None if unit is None else unit[j],
                                                     cache_index, outputs if i == cfg.num_layers - 1 else None)
-                    unit = None if unit is None else [*unit[:j], layer_cache, *unit[j + 1:]]
+                    new.append(layer_cache)
+                unit = None if unit is None else new
             new_cache.append(unit)
         return self.final_norm(x), (None if cache is None else new_cache)
 

@@ -20,7 +20,7 @@ import numpy as np
 from .attention import attend, attend_fused, fused_implementation, write_cache
 from .config import Seq2SeqConfig
 from .layers import MLP, Norm, sinusoids
-from .stack import empty_caches, layer_groups
+from .stack import empty_caches, layer_groups, scanned
 
 
 def relative_buckets(distance, bidirectional: bool, num_buckets: int, max_distance: int):
@@ -172,11 +172,6 @@ def stack_groups(cfg: Seq2SeqConfig, side: str):
     return layer_groups(kinds, 1, peel_last=False, what=f"{cfg.arch} {side} layer")
 
 
-def _scan(body, cfg, group, dtype, broadcast: int):
-    return nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
-                   in_axes=(0,) + (nn.broadcast,) * broadcast)(cfg, group.first, group.period, dtype)
-
-
 class EncoderDecoder(nn.Module):
     cfg: Seq2SeqConfig
     dtype: jnp.dtype = jnp.float32
@@ -186,10 +181,10 @@ class EncoderDecoder(nn.Module):
         self.embed = nn.Embed(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
         self.encoder_groups, self.decoder_groups = stack_groups(cfg, "encoder"), stack_groups(cfg, "decoder")
         # encoder_scan_<first> / encoder_layers_<i>, decoder_scan_<first> / decoder_layers_<i>
-        self.encoder_scan = {g.first: _scan(EncoderRepeat, cfg, g, self.dtype, 3) for g in self.encoder_groups if g.scanned}
+        self.encoder_scan = {g.first: scanned(EncoderRepeat, cfg, g, self.dtype, 3) for g in self.encoder_groups if g.scanned}
         self.encoder_layers = {i: EncoderLayer(cfg, i, self.dtype) for g in self.encoder_groups if not g.scanned
                                for i in range(g.first, g.end)}
-        self.decoder_scan = {g.first: _scan(DecoderRepeat, cfg, g, self.dtype, 6) for g in self.decoder_groups if g.scanned}
+        self.decoder_scan = {g.first: scanned(DecoderRepeat, cfg, g, self.dtype, 6) for g in self.decoder_groups if g.scanned}
         self.decoder_layers = {i: DecoderLayer(cfg, i, self.dtype) for g in self.decoder_groups if not g.scanned
                                for i in range(g.first, g.end)}
         self.encoder_norm, self.decoder_norm = _norm(cfg), _norm(cfg)
@@ -254,10 +249,12 @@ class EncoderDecoder(nn.Module):
                 (x, unit), _ = self.decoder_scan[g.first]((x, unit), (jnp.arange(g.repeats), cross[k]), mask, buckets,
                                                           bias, cross_mask, cache_index, None)
             else:
+                new = []
                 for j, i in enumerate(range(g.first, g.end)):
                     x, (bias, layer_cache) = self.decoder_layers[i](x, mask, buckets, bias, cross[k][j], cross_mask,
                                                                     None if unit is None else unit[j], cache_index)
-                    unit = None if unit is None else [*unit[:j], layer_cache, *unit[j + 1:]]
+                    new.append(layer_cache)
+                unit = None if unit is None else new
             new_cache.append(unit)
         return self.decoder_norm(x), (None if cache is None else new_cache)
 

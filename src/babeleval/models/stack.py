@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
@@ -86,6 +87,14 @@ def _segment(kinds, start: int, end: int, period: int, what: str) -> list[Group]
     if rest < end:
         groups.append(Group(rest, end - rest, 1))
     return groups
+
+
+def scanned(body, cfg, group: Group, dtype, broadcast: int):
+    """`body` (a module of cfg, first layer, period, dtype) run over the group's repeats: its params
+    stacked along axis 0, the first argument after the carry scanned, `broadcast` more as they are."""
+    scan = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
+                   in_axes=(0,) + (nn.broadcast,) * broadcast)
+    return scan(cfg, group.first, group.period, dtype)
 
 
 def slots(groups: Sequence[Group], prefix: str = "") -> dict[int, tuple[str, int | None]]:

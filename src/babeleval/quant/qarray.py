@@ -140,7 +140,7 @@ class QStack:
         self.parts, self.which = parts, which
 
     def tree_flatten(self):
-        keys = tuple(sorted(self.parts))
+        keys = tuple(self.parts)  # in the order the layouts came: `which` indexes it
         return (tuple(self.parts[k] for k in keys), self.which), keys
 
     @classmethod
@@ -153,7 +153,7 @@ class QStack:
 
     @property
     def _first(self) -> QArray:
-        return self.parts[min(self.parts)]
+        return next(iter(self.parts.values()))
 
     shape = property(lambda self: self._first.shape)
     ndim = property(lambda self: self._first.ndim)
@@ -177,7 +177,7 @@ class QStack:
         return 8 * self.nbytes / self.size
 
     def dequantize(self, dtype=jnp.float32, xp=jnp):
-        parts = [self.parts[k] for k in sorted(self.parts)]
+        parts = list(self.parts.values())
         if xp is jnp and jnp.ndim(self.which) == 0:  # one layer, inside the scan
             return jax.lax.switch(self.which, [lambda p=p: p.dequantize(dtype) for p in parts])
         which = xp.asarray(self.which).reshape(np.shape(self.which) + (1,) * (len(self.shape) - np.ndim(self.which)))
