@@ -123,8 +123,9 @@ def quantized_bytes(array: np.ndarray, qtype: str, rng) -> np.ndarray:
     return random_blocks(array.shape, qtype, rng)
 
 
-def write_gguf(folder: Path, path: Path, qtype: str | None = None) -> Path:
-    """qtype (Q4_0 ... Q6_K): every matrix (and stacked experts) written as such blocks."""
+def write_gguf(folder: Path, path: Path, qtype: str | None = None, types: dict | None = None) -> Path:
+    """qtype (Q4_0 ... Q6_K): every matrix (and stacked experts) written as such blocks; types: GGUF
+    tensor names written in another type (a Q4_K_M file's few layers held wider)."""
     import gguf
     from safetensors.numpy import load_file
 
@@ -193,9 +194,10 @@ def write_gguf(folder: Path, path: Path, qtype: str | None = None) -> Path:
         if arch == "llama" and target.endswith(("attn_q.weight", "attn_k.weight")):  # interleaved rotary rows
             heads = cfg["num_attention_heads"] if "attn_q" in target else cfg["num_key_value_heads"]
             array = array.reshape(heads, 2, array.shape[0] // heads // 2, -1).swapaxes(1, 2).reshape(array.shape)
-        if qtype and array.ndim >= 2:
-            data = quantized_bytes(np.ascontiguousarray(array, dtype=np.float32), qtype, rng)
-            writer.add_tensor(target, data, raw_dtype=gguf.GGMLQuantizationType[qtype])
+        kind = (types or {}).get(target, qtype)
+        if kind and array.ndim >= 2:
+            data = quantized_bytes(np.ascontiguousarray(array, dtype=np.float32), kind, rng)
+            writer.add_tensor(target, data, raw_dtype=gguf.GGMLQuantizationType[kind])
             continue
         writer.add_tensor(target, np.ascontiguousarray(array, dtype=np.float32))
     writer.write_header_to_file()

@@ -187,21 +187,14 @@ def _safetensors(path: Path, name: str, dtype: str, shape: list, data: bytes) ->
 
 
 def test_quantized_checkpoints_babeleval_does_not_read_are_refused(tmp_path):
-    """A quantization_config whose method is not read (hqq, fp8, ...) is one line naming the method,
-    never a model loaded as if dense; FP8 tensors without one are named too (numpy has no float8)."""
+    """A quantization_config whose method is not read (hqq, bitsandbytes, ...) is one line naming
+    the method, never a model loaded as if dense (FP8, GPTQ, AWQ, compressed-tensors are read:
+    test_hub_quantized.py)."""
     config = {"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
               "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 16}
-    for method in ("hqq", "fp8"):
+    for method in ("hqq", "bitsandbytes"):
         folder = tmp_path / method
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": method}}))
         _safetensors(folder / "model.safetensors", "lm_head.weight", "F32", [16, 8], bytes(16 * 8 * 4))
         refused(CliRunner().invoke(cli, ["info", str(folder)]), f"quantization_config method '{method}' is not read")
-    folder = tmp_path / "fp8-tensors"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    from tiny_models import word_tokenizer
-
-    word_tokenizer(folder)
-    _safetensors(folder / "model.safetensors", "lm_head.weight", "F8_E4M3", [16, 8], bytes(16 * 8))
-    refused(CliRunner().invoke(cli, ["info", str(folder)]), "FP8 tensors", "not read by babeleval")

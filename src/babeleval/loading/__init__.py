@@ -19,8 +19,10 @@ from ..models.config import ModelConfig, load_config
 from ..quant import is_quantized
 from ..quant.at_load import METHODS, quantize_leaf
 from .checkpoint import CONFIG, is_checkpoint, restore_params, save_checkpoint
+from .quantized_checkpoint import read_quantized
 from .gguf_file import gguf_tokenizer, read_gguf
 from .hf_config import config_from_hf
+from .hub_quantized import hub_scheme, quantized_tensors
 from .hf_folder import download, hf_tokenizer, read_json, weight_items, tensor_names
 from .names import to_param_tree
 from .sentence_transformers import pipeline
@@ -39,6 +41,7 @@ class LoadedModel:
     source: str
     mesh: object = None  # the jax Mesh load_model(mesh=...) placed the weights on (engines default to it)
     quantize: str = "keep"  # load_model(quantize=...)
+    recorded: dict | None = None  # a restored quantized checkpoint's {method, source}, as its save recorded them
 
     @property
     def module(self):
@@ -62,7 +65,13 @@ class LoadedModel:
         """None for dense weights; else how they are held (quant/summary.py)."""
         from ..quant.summary import summary
 
-        return summary(self.params, self.source, "gguf" if self.quantize == "keep" else self.quantize)
+        return summary(self.params, self.quantized_by["source"], self.quantized_by["method"])
+
+    @property
+    def quantized_by(self) -> dict:
+        """{method, source} of quantized weights: a restored checkpoint's as recorded at its save
+        (gguf, int8 or int4, and the file they came from), else this load's."""
+        return self.recorded or {"method": "gguf" if self.quantize == "keep" else self.quantize, "source": self.source}
 
     def save(self, folder: Path) -> Path:
         return save_checkpoint(self, folder)
@@ -111,14 +120,15 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
                normalize: bool | None = None, mesh=None, quantize: str = "keep") -> LoadedModel:
     """dtype: float32, bfloat16, or auto (bfloat16 on GPU/TPU, float32 on CPU: placement/devices.py).
     quantize: keep (a GGUF file's quantized blocks stay quantized: quant/), none (every weight
-    dequantized to dtype at load: the dense reference), int8 or int4 (a decoder's matmul weights
-    quantized at load, symmetric: quant/at_load.py).
+    dequantized to dtype at load: the dense reference), int8 or int4 (the matmul weights of any
+    family quantized at load, symmetric: quant/at_load.py).
     Tensors are read one at a time and each is placed on its devices before the next is read:
     on the first local device (mesh None), or split over a mesh ('auto', 'data=D,model=M',
     (D, M)) by placement/sharding.py's rules, which the engines then use as they are; a babeleval
-    checkpoint is restored by orbax straight into that sharding."""
+    checkpoint is restored by orbax straight into that sharding (_restored: its quantized weights
+    as saved)."""
     from ..placement.devices import default_dtype, split_cpu_cores
-    from ..placement.sharding import load_placement, path_name, place_leaf
+    from ..placement.sharding import load_placement, place_leaf
 
     if quantize not in QUANTIZE:
         raise BabelevalError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZE)}")
@@ -126,14 +136,8 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
     jdtype = DTYPES[default_dtype() if dtype == "auto" else dtype] if isinstance(dtype, str) else dtype
     path = resolve(spec)
     if path.is_dir() and is_checkpoint(path):
-        config = load_config(path / CONFIG)
-        placed_on, sharding = load_placement(config, abstract_params(config, jdtype), mesh)
-        config, params, tokenizer = restore_params(path, jdtype, sharding)
-        if quantize in METHODS:
-            _quantizable(config, quantize)
-            params = jax.tree_util.tree_map_with_path(
-                lambda p, x: place_leaf(sharding, path_name(p), quantize_leaf(path_name(p), np.asarray(x), quantize)), params)
-        return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize)
+        return _restored(path, jdtype, mesh, quantize)
+    recorded = None  # an import's quantization is this load's (LoadedModel.quantized_by), a hub scheme's its own
     if path.suffix == ".gguf":
         raw, tensors, meta = read_gguf(path, keep_quantized=quantize == "keep")
         config = config_from_hf(raw, str(path))
@@ -144,7 +148,12 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
         config = config_from_hf(raw, str(path / "config.json"))
         if config.kind == "seq2seq" and config.arch != "m2m_100":  # T5's config says tied whatever the file holds
             config = dataclasses.replace(config, tie_embeddings="lm_head.weight" not in tensor_names(path))
-        tensors = weight_items(path)
+        tensors, recorded = weight_items(path), None
+        scheme = hub_scheme(raw, str(path / "config.json"))
+        if scheme:  # an FP8, GPTQ, AWQ or compressed-tensors checkpoint: its modules as QArrays
+            tensors = quantized_tensors(tensors, tensor_names(path), scheme, str(path))
+            tensors = tensors if quantize == "keep" else ((k, _host_dense(v)) for k, v in tensors)
+            recorded = {"method": scheme.method, "source": str(path)} if quantize == "keep" else None
         tokenizer = hf_tokenizer(path, raw, add_bos=config.arch.startswith("gemma"))
     else:
         raise BabelevalError(f"{path}: expected a .gguf file, an HF model folder or a babeleval checkpoint")
@@ -154,17 +163,42 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
     abstract = abstract_params(config, jdtype)
     placed_on, sharding = load_placement(config, abstract, mesh)
     if quantize in METHODS:
-        _quantizable(config, quantize)
         place = lambda key, array: place_leaf(sharding, key, quantize_leaf(key, array, quantize))  # noqa: E731
     else:
         place = lambda key, array: place_leaf(sharding, key, array)  # noqa: E731
     params = to_param_tree(tensors, config, abstract, str(path), jdtype, place=place)
-    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize)
+    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize, recorded)
 
 
-def _quantizable(config, method: str) -> None:
-    if config.kind != "decoder":
-        raise BabelevalError(f"--quantize {method}: decoders only for now (this model is an {config.kind})")
+def _restored(path: Path, jdtype, mesh, quantize: str) -> LoadedModel:
+    """A babeleval checkpoint placed as load_model places an import. Its quantized weights come
+    back as saved (keep, or the method they were saved with) or dequantized to dtype by the
+    forward's own dequantizer, quant/blocks.py (none); int8/int4 quantize a dense checkpoint's weights at load and
+    are refused in one line on a checkpoint quantized otherwise (codes are not rounded twice)."""
+    from ..placement.sharding import load_placement, path_name, place_leaf
+
+    held = read_quantized(path)
+    recorded = held and {"method": held["method"], "source": held["source"]}
+    if held and quantize in METHODS and quantize != held["method"]:
+        raise BabelevalError(f"{path}: a checkpoint quantized already ({held['method']}, from {held['source']}); "
+                             f"--quantize {quantize} would round its codes again: use keep (as saved) or none (dequantized)")
+    config = load_config(path / CONFIG)
+    placed_on, sharding = load_placement(config, abstract_params(config, jdtype), mesh)
+    config, params, tokenizer = restore_params(path, jdtype, sharding)
+    change = None
+    if held and quantize == "none":  # on the host, one weight at a time (no program compiled per shape)
+        recorded, change = None, lambda key, x: jax.tree.map(np.asarray, x).dequantize(jdtype, np) if is_quantized(x) else x
+    elif quantize in METHODS and not held:
+        change = lambda key, x: quantize_leaf(key, np.asarray(x), quantize)  # noqa: E731
+    if change:
+        params = jax.tree_util.tree_map_with_path(
+            lambda p, x: place_leaf(sharding, path_name(p), change(path_name(p), x)), params, is_leaf=is_quantized)
+    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize, recorded)
+
+
+def _host_dense(x):
+    """A QArray dequantized on the host (float32 numpy), anything else as it is."""
+    return x.dequantize(np.float32, xp=np) if is_quantized(x) else x
 
 
 def run_choices(config):

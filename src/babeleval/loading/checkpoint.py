@@ -1,5 +1,6 @@
 """babeleval's own checkpoint format: an orbax parameter tree beside babeleval.json
-(the config) and a tokenizer folder. Restoring skips name mapping and dequantisation."""
+(the config) and a tokenizer folder; quantized weights stay quantized, described in
+quantized.json (quantized_checkpoint.py). Restoring skips name mapping and dequantisation."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,8 @@ import numpy as np
 from ..errors import BabelevalError
 from ..models import abstract_params
 from ..models.config import load_config, save_config
-from ..quant import dense, is_quantized
+from ..quant import is_quantized
+from .quantized_checkpoint import QUANTIZED, as_saved, descriptions, read_quantized, with_quantized, write_quantized
 from .tokenizer import load_tokenizer
 
 CONFIG = "babeleval.json"
@@ -32,13 +34,15 @@ def save_checkpoint(model, folder: Path, overwrite: bool = True) -> Path:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     checkpointer = ocp.StandardCheckpointer()
-    # quantized weights (a GGUF's blocks) are saved dequantized to the model's dtype, for now
-    params = jax.tree.map(lambda x: dense(x, model.dtype) if is_quantized(x) else x, model.params, is_leaf=is_quantized)
-    checkpointer.save(folder / "params", params)
+    checkpointer.save(folder / "params", as_saved(model.params))
     checkpointer.wait_until_finished()
+    described = descriptions(model.params)
+    if described:
+        write_quantized(folder, described, **model.quantized_by)
     save_config(model.config, folder / CONFIG)
     model.tokenizer.save(folder / "tokenizer")
-    sizes = {str(f.relative_to(folder)): f.stat().st_size for f in sorted((folder / "params").rglob("*")) if f.is_file()}
+    files = [*sorted((folder / "params").rglob("*")), folder / QUANTIZED]
+    sizes = {str(f.relative_to(folder)): f.stat().st_size for f in files if f.is_file()}
     (folder / MANIFEST).write_text(json.dumps(sizes, indent=0))
     return folder
 
@@ -60,28 +64,41 @@ def check_complete(folder: Path) -> None:
 
 def restore_params(folder: Path, dtype=jnp.float32, sharding=None):
     """sharding(path, shape) -> each parameter's target sharding: orbax reads every array
-    straight into its device shards (placement/sharding.py's load_placement)."""
+    straight into its device shards (placement/sharding.py's load_placement; a quantized
+    weight's fields where place_leaf puts them). Dense weights come back in dtype, quantized
+    ones as the QArray or QStack saved, their fields as stored."""
     import orbax.checkpoint as ocp
 
     folder = Path(folder).absolute()
     config = load_config(folder / CONFIG)
     check_complete(folder)
     target = abstract_params(config, dtype)
-    saved = set(ocp.StandardCheckpointer().metadata(folder / "params").item_metadata.keys())
-    if saved != set(target):  # saved before the layer stack was scanned (models/stack.py)
-        return config, _restacked(folder, config, target, saved, sharding), load_tokenizer(folder / "tokenizer")
+    saved = ocp.StandardCheckpointer().metadata(folder / "params").item_metadata.tree
+    if set(saved) != set(target):  # saved before the layer stack was scanned (models/stack.py)
+        return config, _restacked(folder, config, target, set(saved), sharding), load_tokenizer(folder / "tokenizer")
+    described = (read_quantized(folder) or {}).get("weights", {})
+    try:
+        target = with_quantized(target, described, jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype), saved))
+    except KeyError as missing:
+        raise BabelevalError(f"{folder}: {QUANTIZED} names a weight ({missing}) that params/ does not hold; "
+                             "copy or convert it again") from None
     if sharding is not None:
-        from ..placement.sharding import path_name
+        from ..placement.sharding import leaf_sharding, path_name
 
         target = jax.tree_util.tree_map_with_path(
-            lambda p, x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding(path_name(p), x.shape)), target)
+            lambda p, x: _sharded(x, leaf_sharding(sharding, path_name(p), x)), target, is_leaf=is_quantized)
     try:
-        params = ocp.StandardCheckpointer().restore(folder / "params", target)
+        params = ocp.StandardCheckpointer().restore(folder / "params", as_saved(target))
     except Exception as exc:  # noqa: BLE001  (orbax raises plain Exceptions for unreadable arrays)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BabelevalError(f"{folder}: a corrupt or partial babeleval checkpoint ({first[:200]}); "
                              "copy or convert it again") from None
-    return config, params, load_tokenizer(folder / "tokenizer")
+    return config, with_quantized(params, described, params), load_tokenizer(folder / "tokenizer")
+
+
+def _sharded(x, sharding):
+    """x's abstract arrays (a dense one, or a QArray's fields) each with its target sharding."""
+    return jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), x, sharding)
 
 
 def _restacked(folder: Path, config, target, saved: set, sharding):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..errors import BabelevalError
 from ..models.config import DecoderConfig, EncoderConfig, Seq2SeqConfig
+from .hub_quantized import hub_scheme
 
 GEMMA = dict(norm_offset=1.0, activation="gelu_tanh", embed_scale=True, tie_embeddings=True)
 # Cohere (Aya 23, Command R/R+): attention and MLP in parallel from one LayerNorm without bias,
@@ -332,25 +333,8 @@ def _first(value):
     return value[0] if isinstance(value, list) and value else value
 
 
-# quantization_config methods whose weights are read as quantized (none yet from a folder: GGUF
-# files are read by loading/gguf_file.py); any other is refused rather than loaded as if dense
-QUANTIZATION_METHODS: tuple = ()
-
-
-def refuse_unread_quantization(raw: dict, source: str) -> None:
-    """One line naming the method of a quantization_config babeleval does not read."""
-    found = raw.get("quantization_config") or raw.get("compression_config") \
-        or (raw.get("text_config") or {}).get("quantization_config")
-    if not found:
-        return
-    method = (found.get("quant_method") or found.get("format") or "unnamed") if isinstance(found, dict) else "unnamed"
-    if method not in QUANTIZATION_METHODS:
-        raise BabelevalError(f"{source}: quantization_config method {method!r} is not read by babeleval (its weights "
-                             "would load as if dense); use the unquantized checkpoint or a GGUF file")
-
-
 def config_from_hf(raw: dict, source: str = "config.json") -> DecoderConfig | EncoderConfig | Seq2SeqConfig:
-    refuse_unread_quantization(raw, source)
+    hub_scheme(raw, source)  # a quantization_config babeleval does not read is refused
     model_type = raw.get("model_type")
     if model_type == "gemma3" and "text_config" in raw:  # multimodal wrapper: take the text tower
         raw = {**raw["text_config"], "model_type": "gemma3_text"}

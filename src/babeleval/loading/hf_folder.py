@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BabelevalError
+from .safetensors_file import header, tensors
 from .tokenizer import HFTokenizer, Special, Tokenizer, TransformersTokenizer
 
 
@@ -54,19 +55,13 @@ def _weight_files(folder: Path) -> tuple[list[Path], str]:
 
 def tensor_names(folder: Path) -> set[str]:
     """The names of a folder's tensors, from the index or the files' headers (no tensor is read)."""
-    from safetensors import safe_open
-
     for index in (folder / "model.safetensors.index.json", folder / "pytorch_model.bin.index.json"):
         if index.exists():
             return set(read_json(index)["weight_map"])
     files, kind = _weight_files(folder)
     if kind == "torch":  # memory-mapped: the keys without converting a tensor
         return {name for state in _torch_states(files) for name in state}
-    names = set()
-    for file in files:
-        with safe_open(str(file), framework="numpy") as handle:
-            names.update(handle.keys())
-    return names
+    return {name for file in files for name in header(file)}
 
 
 def read_safetensors(folder: Path) -> dict[str, np.ndarray]:
@@ -76,26 +71,12 @@ def read_safetensors(folder: Path) -> dict[str, np.ndarray]:
 def weight_items(folder: Path):
     """(name, array in the file's dtype) for every tensor, read one at a time (a loader places
     each on its devices before the next is read: never the whole model on the host)."""
-    from safetensors import safe_open
-
     files, kind = _weight_files(folder)
     if kind == "torch":
         yield from _torch_items(files)
         return
     for file in files:
-        try:
-            with safe_open(str(file), framework="numpy") as handle:
-                for key in handle.keys():
-                    yield key, handle.get_tensor(key)
-        except (OSError, ValueError) as exc:
-            raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
-        except AttributeError as exc:  # numpy has no float8 types: FP8 checkpoints
-            if "float8" not in str(exc):
-                raise
-            raise BabelevalError(f"{file}: FP8 tensors ({str(exc).split()[-1].strip(chr(39))}) are not read by "
-                                 "babeleval yet; use the unquantized checkpoint or a GGUF file") from None
-        except Exception as exc:  # safetensors raises its own SafetensorError on corrupt headers
-            raise BabelevalError(f"{file}: unreadable safetensors file ({exc})") from None
+        yield from tensors(file)
 
 
 def _torch_states(files: list[Path]):

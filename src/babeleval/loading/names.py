@@ -17,7 +17,7 @@ from ..errors import BabelevalError
 from ..models.config import DecoderConfig, EncoderConfig, Seq2SeqConfig
 from ..models.stack import slots
 from ..quant import QArray
-from .stacking import Stacks
+from .stacking import Stacks, stacked
 
 LOGGER = logging.getLogger("babeleval")
 
@@ -306,7 +306,7 @@ def _stack_expert(name: str, layer_slot, part, pending: dict, want: dict):
     if len(slots) < count and int(index) < count:
         return path, None
     del pending[(path, layer_slot)]
-    return path, np.stack([slots[i] for i in sorted(slots)])
+    return path, stacked([slots[i] for i in sorted(slots)])
 
 
 def _check_shape(source: str, key: str, array, want: dict, stacked: bool = False) -> None:

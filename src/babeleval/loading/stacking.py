@@ -68,6 +68,18 @@ class Stacks:
                 for name, entry in self.pending.items()}
 
 
+def stacked(parts: list):
+    """Parts on a new leading axis (a layer's experts): QArrays of one kind as one QArray of
+    stacked fields, else dense (a QArray among them dequantized, float32)."""
+    first = parts[0] if isinstance(parts[0], QArray) else None
+    if first is not None and all(_same_kind(first, p) for p in parts):
+        out = _empty(first, len(parts), None)
+        for i, part in enumerate(parts):
+            _write(out, i, part)
+        return out
+    return np.stack([_dense(p, np.float32) if isinstance(p, QArray) else np.asarray(p) for p in parts])
+
+
 def _empty(part, n: int, dtype, make=np.empty):
     """A stack of n layers shaped as `part` (a QArray's fields each with a leading axis of n)."""
     if isinstance(part, QArray):

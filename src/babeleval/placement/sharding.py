@@ -20,6 +20,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from ..quant import QArray, QStack, is_quantized
+from ..quant.layouts import LAYOUTS
 
 HEAD = "head"  # split only between whole attention heads (units of config.head_dim)
 
@@ -63,14 +64,14 @@ def rule_spec(name: str, shape: tuple, model: int, head_dim: int) -> tuple[P, bo
 def quantized_spec(spec: P, q, model: int):
     """The dense weight's spec for each of a QArray's fields ([*lead, rows, blocks, ...]): its rows
     split as the dense weight's output (or vocabulary) axis, its blocks as the input axis (one
-    block per row, int8's channels: its bytes), a block's packed codes and scales never; whole
+    block per row of byte codes, int8's or FP8's channels: its bytes), a block's packed codes and scales never; whole
     where the blocks do not divide the model axis. A QStack: each part so, `which` whole."""
     if isinstance(q, QStack):
         return QStack({k: quantized_spec(spec, part, model) for k, part in q.parts.items()}, P())
     dense = tuple(spec) + (None,) * (q.ndim - len(spec))
     stored = dense[:-2] + (dense[-1], dense[-2]) if q.transposed else dense
     blocks = next(iter(q.fields.values())).shape[q.ndim - 1]
-    per_byte = q.layout == "int8" and blocks == 1
+    per_byte = blocks == 1 and [p.bits for p in LAYOUTS[q.layout].planes] == [8]  # a byte per input (int8, FP8)
 
     def field(shape):
         extra = (None,) * (len(shape) - q.ndim)
@@ -96,12 +97,22 @@ def put(x, mesh: Mesh, spec):
     return jax.device_put(x, jax.tree.map(lambda s: NamedSharding(mesh, s), spec, is_leaf=lambda s: isinstance(s, P)))
 
 
-def place_leaf(sharding, path: str, x):
-    """x (an array or a QArray) put where sharding(path, shape) puts its dense form."""
+def leaf_sharding(sharding, path: str, x):
+    """Where sharding(path, shape) puts x's dense form, for x (an array, a QArray or a QStack,
+    concrete or abstract): a Sharding, or the QArray (QStack) of one per field (quantized_spec).
+    A checkpoint's restore reads each field straight into it."""
     target = sharding(path, x.shape)
-    if is_quantized(x) and isinstance(target, NamedSharding):
-        return put(x, target.mesh, quantized_spec(target.spec, x, target.mesh.shape["model"]))
-    return jax.device_put(x, target)
+    if not is_quantized(x):
+        return target
+    if isinstance(target, NamedSharding):
+        specs = quantized_spec(target.spec, x, target.mesh.shape["model"])
+        return jax.tree.map(lambda s: NamedSharding(target.mesh, s), specs, is_leaf=lambda s: isinstance(s, P))
+    return jax.tree.map(lambda _: target, x)
+
+
+def place_leaf(sharding, path: str, x):
+    """x (an array, a QArray or a QStack) put where sharding(path, shape) puts its dense form."""
+    return jax.device_put(x, leaf_sharding(sharding, path, x))
 
 
 @dataclass

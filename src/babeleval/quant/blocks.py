@@ -1,10 +1,12 @@
 """Quantized blocks -> float32 values, the same steps for every layout (layouts.py), in the
 float32 operations gguf-py's numpy dequantizers use (so the values are equal bit for bit):
 codes from their planes, less the offset; scale = block scale (x sub-block scale); value =
-scale * code, then + min (Q4_1, Q5_1) or - min x sub-block min (K-quants)."""
+scale * code, then + min (Q4_1, Q5_1) or - min x sub-block min (K-quants); hub formats: scale
+x (code - zero point), or scale x an FP8 code."""
 from __future__ import annotations
 
 import jax.numpy as jnp
+import ml_dtypes
 
 from .layouts import LAYOUTS, planes
 
@@ -21,12 +23,19 @@ def codes(layout, fields, xp=jnp):
     return code - layout.offset
 
 
+def float_codes(layout, fields):
+    """FP8 codes: each byte's bits as the layout's float type (a bitcast)."""
+    return fields[layout.planes[0].field].view(getattr(ml_dtypes, layout.float))
+
+
 def dequantize_blocks(name: str, fields: dict, xp=jnp):
     """The fields of [..., blocks] blocks -> float32 [..., blocks * block]."""
     layout = LAYOUTS[name]
     f32 = xp.float32
-    q = codes(layout, fields, xp).astype(f32)
+    q = (float_codes(layout, fields) if layout.float else codes(layout, fields, xp)).astype(f32)
     q = q.reshape(*q.shape[:-1], layout.sub, -1)
+    if layout.min == "zero":
+        q = q - fields["zero"].astype(f32)[..., None, None]
     scale = fields["scale"].astype(f32)[..., None]
     if "sub_scale" in fields:
         scale = scale * fields["sub_scale"].astype(f32)

@@ -30,7 +30,9 @@ class Layout:
     offset: int = 0  # subtracted from each code (Q4_0: 8, Q6_K: 32)
     signed: bool = False  # codes are two's-complement bytes (Q8_0)
     sub: int = 1  # sub-blocks, each with an integer scale (and minimum) times the block's
-    min: str = ""  # "add": + min per block (Q4_1, Q5_1); "sub": - min * sub_min per sub-block (K-quants)
+    min: str = ""  # "add": + min per block (Q4_1, Q5_1); "sub": - min * sub_min per sub-block (K-quants);
+    # "zero": (code - zero) * scale, an integer zero point per block (GPTQ, AWQ, compressed-tensors)
+    float: str = ""  # codes are this ml_dtypes float type's bits (hub FP8), not integers
     sub_scales: str = ""  # how the 'scales' field packs the sub-block scales: SUB_SCALES
 
 
@@ -84,6 +86,12 @@ LAYOUTS = {layout.name: layout for layout in (
     # output channel, int4 blocks of 128 inputs (low nibbles the first half, as Q4_0)
     Layout("int8", 0, (), (Plane("qs", 8, 0),), signed=True),
     Layout("int4", 0, (), (Plane("qs", 4, 0),), offset=8),
+    # hub checkpoints (hub_formats.py), a float32 scale per block of a row: FP8 codes (a 128 x 128
+    # block's scale repeated over its rows); unsigned codes less a zero point, packed as GPTQ and
+    # compressed-tensors store them (element i of a row at bits i * bits of its bytes)
+    Layout("fp8_e4m3", 0, (), (Plane("qs", 8, 0),), float="float8_e4m3fn"),
+    Layout("fp8_e5m2", 0, (), (Plane("qs", 8, 0),), float="float8_e5m2"),
+    *(Layout(f"uint{bits}", 0, (), (Plane("qs", bits, 1),), min="zero") for bits in (2, 4, 8)),
 )}
 
 
