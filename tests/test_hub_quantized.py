@@ -11,6 +11,7 @@ A tiny llama, 256 wide (two 128 x 128 FP8 blocks per row), 2 layers."""
 import json
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -37,13 +38,13 @@ def fp8_blocks(w):
     rows, cols = w.shape
     scale = np.abs(w.reshape(rows // 128, 128, cols // 128, 128)).max(axis=(1, 3)) / 448
     per = np.repeat(np.repeat(scale, 128, 0), 128, 1)
-    q = (w / per).astype("float8_e4m3fn")
+    q = (w / per).astype(ml_dtypes.float8_e4m3fn)
     return {"weight": q, "weight_scale_inv": scale.astype(np.float32)}, q.astype(np.float32) * per
 
 
 def fp8_channels(w):
     scale = np.abs(w).max(axis=1, keepdims=True) / 448
-    q = (w / scale).astype("float8_e4m3fn")
+    q = (w / scale).astype(ml_dtypes.float8_e4m3fn)
     return {"weight": q, "weight_scale": scale.astype(np.float32)}, q.astype(np.float32) * scale
 
 
@@ -238,7 +239,7 @@ def test_fp8_blocks_at_an_edge_and_per_tensor():
     from babeleval.quant.hub_formats import fp8
 
     rng = np.random.default_rng(0)
-    w = rng.normal(0, 1, (200, 320)).astype("float8_e4m3fn")
+    w = rng.normal(0, 1, (200, 320)).astype(ml_dtypes.float8_e4m3fn)
     grid = rng.uniform(0.5, 2, (2, 3)).astype(np.float32)
     per = np.repeat(np.repeat(grid, 128, 0)[:200], 128, 1)[:, :320]
     q = fp8(w, grid, (128, 128))
