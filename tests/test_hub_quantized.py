@@ -19,17 +19,23 @@ from tiny_models import build
 
 torch = pytest.importorskip("torch")
 
-LINEAR = re.compile(r"^model\.layers\.\d+\.(self_attn|mlp)\.\w+_proj\.weight$")
+LINEAR = re.compile(r"^model\.layers\.\d+\.(self_attn|mlp|mlp\.experts\.\d+)\.\w+_proj\.weight$")
 SHAPE = dict(hidden_size=256, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              head_dim=64, initializer_range=0.1)
 IDS = np.arange(1, 40)[None] * 7 % 128
 
 
+def saved(family: str, folder, **shape):
+    """(folder, torch model, the tensors as the folder stores them: experts one by one)."""
+    from safetensors.numpy import load_file
+
+    model = build(family, folder, **shape)
+    return folder, model, {k: v.astype(np.float32) for k, v in load_file(str(folder / "model.safetensors")).items()}
+
+
 @pytest.fixture(scope="module")
 def dense(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("dense")
-    model = build("llama", folder, **SHAPE)
-    return folder, model, {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    return saved("llama", tmp_path_factory.mktemp("dense"), **SHAPE)
 
 
 # --- writers: {name: numpy weight} -> ({stored name: array}, reference weight) per linear weight
@@ -277,3 +283,19 @@ def test_a_gptq_folder_saves_and_restores_quantized(dense, tmp_path):
     again = np.asarray(decoder_logits(restored.params, IDS, np.ones_like(IDS), restored.config))
     assert np.array_equal(again, got)
     assert restored.quantization == model.quantization and restored.quantization["method"] == "gptq"
+
+
+def test_an_fp8_mixture_of_experts(tmp_path):
+    """Qwen3-MoE-FP8's layout: every expert's projections FP8 one by one, stacked per layer into
+    one QArray of experts; the router dense. transformers reads the folder (its own expert fusing)."""
+    from babeleval.quant import QArray
+
+    dense = saved("qwen3_moe", tmp_path / "dense", hidden_size=256, head_dim=64, moe_intermediate_size=128,
+                  num_hidden_layers=2, initializer_range=0.1)
+    write(dense, tmp_path / "fp8", "fp8-blocks")
+    want = reference_logits(dense, tmp_path / "fp8", "fp8-blocks", None)
+    model, got = babeleval_logits(tmp_path / "fp8")
+    assert np.abs(got - want).max() <= 2e-5 * np.abs(want).max()
+    experts = [x for x in __import__("jax").tree_util.tree_leaves(model.params, is_leaf=lambda x: isinstance(x, QArray))
+               if isinstance(x, QArray) and x.ndim >= 3]  # [(layers,) experts, in, out]
+    assert len(experts) == 2 * 3 and all(x.layout == "fp8_e4m3" and x.shape[-3] == 8 for x in experts)
