@@ -26,7 +26,7 @@ def friendly(func):
 
 QUANTIZATIONS = ("keep", "none", "int8", "int4")
 QUANTIZE_HELP = ("keep: a GGUF's quantized blocks as stored; none: dequantized to --dtype at load; int8 (per output "
-                 "channel) or int4 (groups of 128 inputs): a decoder's matmul weights quantized at load, symmetric.")
+                 "channel) or int4 (groups of 128 inputs): a model's matmul weights quantized at load, symmetric.")
 QUANTIZE = click.option("--quantize", type=click.Choice(QUANTIZATIONS), default="keep", show_default=True,
                         help=QUANTIZE_HELP)
 
@@ -170,15 +170,17 @@ def _bad_rows(text: str) -> dict:
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the measurements as JSON here.")
 @click.option("--devices", "device_counts", default=None, metavar="N,N,...",
               help="Measure once per local device count (a fresh process each) and show the scaling.")
+@QUANTIZE
 @friendly
-def bench_command(model_spec, tasks, data, limit, dtype, batch_size, mesh, output, device_counts):
+def bench_command(model_spec, tasks, data, limit, dtype, batch_size, mesh, output, device_counts, quantize):
     """Measure a task's speed before a full run: requests/s, compile time, tokens computed vs a
     no-sharing engine, MFU against a measured matmul peak; with --devices, per device count."""
     if device_counts:
         from babeleval.bench import scaling, scaling_lines, summary_lines
 
         counts = _device_counts(device_counts)
-        arguments = [a for t in tasks for a in ("--task", t)] + ["--limit", str(limit), "--dtype", dtype]
+        arguments = [a for t in tasks for a in ("--task", t)] + ["--limit", str(limit), "--dtype", dtype,
+                                                                 "--quantize", quantize]
         arguments += (["--model", model_spec] if model_spec else []) + (["--data", str(data)] if data else [])
         arguments += ["--batch-size", str(batch_size)] if batch_size else []
         result = scaling(arguments, counts)
@@ -188,7 +190,7 @@ def bench_command(model_spec, tasks, data, limit, dtype, batch_size, mesh, outpu
         from babeleval.bench import bench, summary_lines
         from babeleval.loading import DEFAULT_MODEL, load_model
 
-        model = load_model(model_spec or DEFAULT_MODEL, dtype=dtype)
+        model = load_model(model_spec or DEFAULT_MODEL, dtype=dtype, quantize=quantize)
         result = bench(model, list(tasks), data, limit, batch_size, mesh=mesh)
         lines = summary_lines(result)
     if output:
@@ -225,9 +227,11 @@ def _device_counts(text: str) -> list[int]:
 @click.option("--mesh", default="auto", show_default=True, help="As for `run`: data=D,model=M.")
 @click.option("--batch_size", default="auto", show_default=True, callback=_batch_size)
 @click.option("--max_length", type=click.IntRange(min=2), default=None, help="Tokens per request (default: the model's).")
+@QUANTIZE
 @friendly
 def lm_eval_command(model_spec, tasks, include_path, num_fewshot, limit, apply_chat_template, fewshot_as_multiturn,
-                    system_instruction, log_samples, output_path, gen_kwargs, seed, dtype, mesh, batch_size, max_length):
+                    system_instruction, log_samples, output_path, gen_kwargs, seed, dtype, mesh, batch_size, max_length,
+                    quantize):
     """Run lm-evaluation-harness tasks on babeleval's engines; writes and prints what `lm_eval` does."""
     from babeleval.lm_eval.run import report, run_lm_eval
     from babeleval.loading import DEFAULT_MODEL
@@ -235,7 +239,7 @@ def lm_eval_command(model_spec, tasks, include_path, num_fewshot, limit, apply_c
     results, stats = run_lm_eval(model_spec or DEFAULT_MODEL, tasks.split(","), include_path, num_fewshot,
                                  int(limit) if limit and limit >= 1 else limit, apply_chat_template, fewshot_as_multiturn,
                                  system_instruction, log_samples, output_path, gen_kwargs, seed, dtype, batch_size,
-                                 max_length, mesh)
+                                 max_length, mesh, quantize)
     click.echo(report(results, stats))
 
 

@@ -87,3 +87,15 @@ def test_bench_counts_on_a_byte_model(tmp_path):
     assert s["requests"] == 14 and s["tokens_without_sharing"] == alone
     assert s["tokens_computed"] < s["tokens_without_sharing"] and s["requests_per_second"] > 0
 
+
+def test_bench_quantizes_at_load_and_records_it(tmp_path):
+    """`bench --quantize int8`: the measured model is quantized at load; the JSON and the first line say so."""
+    from test_bad_input import byte_model
+
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(cli, ["bench", "--model", str(byte_model(tmp_path / "model")), "--task",
+                                      "cldr-weekdays:fr", "--limit", "1", "--quantize", "int8", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    held = json.loads(out.read_text())["quantization"]
+    assert held["method"] == "int8" and set(held["types"]) == {"int8", "float32"}
+    assert f"int8: {held['bits_per_param']} bits per parameter" in result.output

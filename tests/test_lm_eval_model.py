@@ -40,3 +40,29 @@ def test_lm_eval_requests_equal_the_engines(tmp_path):
                                Instance("generate_until", {}, ("Monday", {"until": ["\x01"], "max_gen_toks": 3}), 1)],
                               disable_tqdm=True)
     assert "a" not in until[0] and len(until[1].encode("utf-8")) <= 3
+
+
+def test_lm_eval_command_quantizes_at_load_and_records_it(tmp_path, monkeypatch):
+    """`babeleval lm-eval --quantize int4`: the model is loaded so, and lm-eval's results file names
+    it (model_args, and config.model_quantization as run's results.json)."""
+    import functools
+    import json
+    from pathlib import Path
+
+    import lm_eval.tasks
+    from click.testing import CliRunner
+
+    from babeleval.cli.main import cli
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)  # the task file's data paths are relative to the repository root
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", functools.partial(lm_eval.tasks.TaskManager, include_defaults=False))
+    result = CliRunner().invoke(cli, ["lm-eval", "--model", str(byte_model(tmp_path / "model")), "--tasks",
+                                      str(root / "tests/fixtures/lm_eval_run/xcopa_sw_local.yaml"), "--limit", "2",
+                                      "--quantize", "int4", "--output_path", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    (path,) = (tmp_path / "out").glob("*/results_*.json")
+    config = json.loads(path.read_text())["config"]
+    assert config["model_args"].endswith(",quantize=int4")
+    held = config["model_quantization"]
+    assert held["method"] == "int4" and held["types"]["int4"]["block_size"] == [32, 128]  # hidden 32, MLP 128 wide

@@ -1,22 +1,15 @@
 """`--quantize int8|int4` (quant/at_load.py): a dense weight quantized at load, symmetric, into
-the QArray GGUF blocks use. Codes and scales equal a numpy reference written here (int8: one scale
-per output channel, absmax / 127; int4: one per 128 inputs, absmax / 7; round half to even); a
+the QArray GGUF blocks use. Codes and scales equal a numpy reference (quant_reference.py; int8: one
+scale per output channel, absmax / 127; int4: one per 128 inputs, absmax / 7; round half to even); a
 tiny llama's logits equal those of its float32 model on the reference's dequantized weights (and
 stay near its float32 logits), what is placed is the codes (bits per parameter asserted), and a
-model axis of 2 gives the 1-device logits."""
+model axis of 2 gives the 1-device logits (encoder-decoders and encoders:
+test_quantize_encoders.py)."""
 import numpy as np
 import pytest
 
 from gguf_writer import random_llama, write_gguf
-
-
-def reference(w, method):
-    """(integer codes [rows, inputs], scales [rows, blocks]) the formats define."""
-    group, top = (w.shape[-1], 127) if method == "int8" else (128, 7)
-    blocks = w.reshape(w.shape[0], -1, group)
-    scale = (np.abs(blocks).max(axis=-1) / top).astype(np.float32)
-    codes = np.clip(np.round(blocks / scale[..., None]), -top - 1, top)
-    return codes.reshape(w.shape).astype(np.int64), scale
+from quant_reference import assert_reference_parity, quantized_leaves, reference, reference_dequantized
 
 
 def unpacked(q, method):
@@ -38,8 +31,7 @@ def test_codes_and_scales_equal_the_numpy_reference(method):
     codes, scale = reference(w, method)
     assert np.array_equal(unpacked(q, method), codes)
     assert np.array_equal(np.asarray(q.fields["scale"]), scale)
-    blocks = codes.reshape(w.shape[0], scale.shape[1], -1) * scale[..., None]
-    assert np.array_equal(np.asarray(q.dequantize(np.float32, np)), blocks.reshape(w.shape).astype(np.float32))
+    assert np.array_equal(np.asarray(q.dequantize(np.float32, np)), reference_dequantized(w, method))
     assert np.abs(np.asarray(q.dequantize(np.float32, np)) - w).max() <= scale.max() / 2 + 1e-7
     kernel = quantize_leaf("layers_0/mlp/down/kernel", w.T, method)  # a flax kernel [in, out]: rows are its columns
     assert kernel.shape == (384, 48) and kernel.transposed and np.array_equal(unpacked(kernel.swap(), method), codes)
@@ -53,56 +45,23 @@ def tiny_gguf(tmp_path_factory):
     return write_gguf(folder, folder / "f32.gguf")
 
 
-def reference_dequantized(w, method):
-    codes, scale = reference(w, method)
-    return (codes.reshape(w.shape[0], scale.shape[1], -1) * scale[..., None]).reshape(w.shape).astype(np.float32)
-
-
 @pytest.mark.full
 @pytest.mark.parametrize("method, bits", [("int8", 8 + 32 / 320), ("int4", 4.25)])
 def test_a_tiny_model_quantized_at_load(tiny_gguf, method, bits):
     """Its logits equal the float32 model run on the reference's dequantized weights, stay near
     the float32 model's, and a model axis of 2 gives them too."""
-    import jax
-
     from babeleval.engine.forward import decoder_logits
     from babeleval.loading import load_model
-    from babeleval.placement.sharding import path_name
-    from babeleval.quant import is_quantized
 
     ids = np.arange(1, 40)[None] * 997 % 49152
-    logits = lambda params, cfg: np.asarray(decoder_logits(params, ids, np.ones_like(ids), cfg))  # noqa: E731
-    dense = load_model(str(tiny_gguf))
-    model = load_model(str(tiny_gguf), quantize=method)
-    quantized = {path_name(p): x for p, x in jax.tree_util.tree_flatten_with_path(model.params, is_leaf=is_quantized)[0]
-                 if is_quantized(x)}
+    logits = lambda params, cfg: decoder_logits(params, ids, np.ones_like(ids), cfg)  # noqa: E731
+    model, got, f32 = assert_reference_parity(lambda **kw: load_model(str(tiny_gguf), **kw), logits, method)
+    quantized = quantized_leaves(model.params)
     assert len(quantized) == 2 * 7 + 2  # every kernel, the embedding and the head
     placed = 8 * sum(x.nbytes for x in quantized.values()) / sum(x.size for x in quantized.values())
     assert model.quantization["method"] == method and placed < bits + 0.2
-
-    def by_reference(path, x):
-        name, w = path_name(path), np.asarray(x)
-        if name not in quantized:
-            return x
-        return reference_dequantized(w, method) if quantized[name].transposed is False else reference_dequantized(w.T, method).T
-
-    want = logits(jax.tree_util.tree_map_with_path(by_reference, dense.params), dense.config)
-    got = logits(model.params, model.config)
-    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
-    f32 = logits(dense.params, dense.config)
     correlation = np.corrcoef(got.ravel(), f32.ravel())[0, 1]  # quantization noise, amplified by random layers
     assert got.tolist() != f32.tolist() and correlation > (0.999 if method == "int8" else 0.9), correlation
-    split = load_model(str(tiny_gguf), quantize=method, mesh="data=1,model=2")
-    assert np.abs(logits(split.params, split.config) - got).max() <= 1e-5 * np.abs(got).max()
-
-
-def test_an_encoder_is_refused_in_one_line():
-    from click.testing import CliRunner
-
-    from babeleval.cli.main import cli
-
-    result = CliRunner().invoke(cli, ["info", "all-minilm-l6-v2", "--quantize", "int8"])
-    assert result.exit_code == 2 and result.output.strip() == "error: --quantize int8: decoders only for now (this model is an encoder)"
 
 
 @pytest.mark.full

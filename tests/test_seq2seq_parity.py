@@ -58,14 +58,19 @@ def max_error(model, config, torch_model) -> float:
         want = torch_model(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(valid.astype(np.int64)),
                            decoder_input_ids=torch.tensor(dec),
                            decoder_attention_mask=torch.tensor(dec_valid.astype(np.int64))).logits.numpy()
+    got = flax_logits(model.params, config, tokens, valid, dec, dec_valid)
+    return float(np.abs(np.asarray(got) - want)[dec_valid].max() / np.abs(want[dec_valid]).max())
+
+
+def flax_logits(params, config, tokens, valid, dec, dec_valid):
+    """Our logits [B, T_dec, V] of padded encoder and decoder rows (batch's)."""
     from babeleval.models import build_module
 
     pos, mask = encoder_inputs(jnp.asarray(valid))
     dec_pos, dec_mask = padded_causal(jnp.asarray(dec_valid))
-    cross_mask = jnp.broadcast_to(jnp.asarray(valid)[:, None, :], (2, DECODED, ENCODED))
-    got = build_module(config).apply({"params": model.params}, jnp.asarray(tokens), pos, mask, jnp.asarray(dec), dec_pos,
-                                     dec_mask, cross_mask)
-    return float(np.abs(np.asarray(got) - want)[dec_valid].max() / np.abs(want[dec_valid]).max())
+    cross_mask = jnp.broadcast_to(jnp.asarray(valid)[:, None, :], (*dec.shape, valid.shape[1]))
+    return build_module(config).apply({"params": params}, jnp.asarray(tokens), pos, mask, jnp.asarray(dec), dec_pos,
+                                      dec_mask, cross_mask)
 
 
 @pytest.mark.parametrize("family", list(SEQ2SEQ))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import BabelevalError
 from .engines import Engines, scorer_for
+from .quant.summary import recorded
 from .requests import Generate, Loglikelihood
 
 
@@ -50,7 +51,8 @@ def _timed(make_engine, call):
 def bench(model, tasks: list[str], data: Path | None = None, limit: int | None = 20, batch_size: int | None = None,
           mesh=None) -> dict:
     """model: a LoadedModel; mesh: 'auto', 'data=D,model=M' or (D, M). Returns the measurements
-    (see the module docstring); devices records the mesh and the weights per device."""
+    (see the module docstring); devices records the mesh and the weights per device, quantization
+    how the weights are held (as run's results.json)."""
     from .placement.devices import describe
     from .evaluate import find_tasks, prepare_task
 
@@ -68,7 +70,8 @@ def bench(model, tasks: list[str], data: Path | None = None, limit: int | None =
 
     peak = matmul_peak(model.dtype)
     placement = place_model(model, mesh)[2].as_dict()
-    out = {"model": model.source, "params": model.num_params, "devices": {**describe(), **placement}, "documents": sum(len(u.items) for u in units),
+    out = {"model": model.source, "params": model.num_params, "quantization": recorded(model.quantization),
+           "devices": {**describe(), **placement}, "documents": sum(len(u.items) for u in units),
            "peak_flops": peak, "peak_measured_by": "a jitted 2048^3 matmul per device at once, model dtype, best of 5"}
     if scoring:
         make = lambda: scorer_for(model, batch_size=batch_size, mesh=mesh)  # noqa: E731
@@ -113,8 +116,9 @@ def _mesh_text(devices: dict) -> str:
 
 
 def summary_lines(result: dict) -> list[str]:
-    d = result["devices"]
-    lines = [f"{result['model']} ({result['params'] / 1e6:.1f}M parameters) on {d['local_devices']} {d['platform']} "
+    d, q = result["devices"], result["quantization"]
+    held = f", {q['method']}: {q['bits_per_param']} bits per parameter" if q else ""
+    lines = [f"{result['model']} ({result['params'] / 1e6:.1f}M parameters{held}) on {d['local_devices']} {d['platform']} "
              f"device(s){_mesh_text(d)}; {result['documents']} documents; peak {result['peak_flops'] / 1e9:.1f} GFLOP/s "
              f"({result['peak_measured_by']})"]
     if "scoring" in result:

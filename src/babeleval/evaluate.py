@@ -22,6 +22,7 @@ from .engines import check_translations, Engines, is_embedder
 from .lm_eval.tasks import PREFIX as LM_EVAL, load_lm_eval_task, prepare_lm_eval
 from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
+from .quant.summary import recorded
 from .runlog import RunLog
 from .results import SCHEMA_VERSION, cannot_write, summarise, write_json_atomic
 from .tasks.bad_rows import report_bad_rows
@@ -234,13 +235,7 @@ def _model_summary(model) -> dict:
     parts = {"params_by_part": model.params_by_part} if model.config.kind == "seq2seq" else {}
     return {"source": model.source, "arch": model.config.arch, "kind": model.config.kind, "params": model.num_params,
             **parts, "dtype": np.dtype(model.dtype).name, "sha256": file_sha256(model.source),
-            "quantization": _quantization(model)}
-
-
-def _quantization(model) -> dict | None:
-    """results.json's record of how the weights were held: method, bits and block size per type, source."""
-    found = model.quantization
-    return found and {k: found[k] for k in ("method", "source", "bits_per_param", "types")}
+            "quantization": recorded(model.quantization)}
 
 
 def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None = None, task_dirs=(),

@@ -24,6 +24,7 @@ from babeleval.engine.seq2seq_scoring import Seq2SeqScorer
 from babeleval.errors import BabelevalError
 from babeleval.lm_eval.exact import ExactGenerator, ExactSeq2SeqGenerator, HFTokens, exact_generator, model_max_length
 from babeleval.lm_eval.tasks import HFLM_MAX_GEN_TOKS, greedy_request
+from babeleval.quant.summary import recorded
 
 
 @dataclass
@@ -40,16 +41,17 @@ class BabelevalLM(TemplateLM):
     def __init__(self, pretrained="smollm2-135m", dtype: str = "float32", max_length: int | None = None,
                  batch_size: int | None = None, add_bos_token: bool | None = None,
                  max_gen_toks: int = HFLM_MAX_GEN_TOKS,
-                 share_prefixes: bool = True, mesh=None, **unused):
+                 share_prefixes: bool = True, mesh=None, quantize: str = "keep", **unused):
         """pretrained: a LoadedModel or any model spec `babeleval run` accepts; max_length:
         the model's own limit by default (as HFLM); add_bos_token: None = as the model's
         tokenizer does (Gemma adds BOS), True/False forces it; max_gen_toks: HFLM's default;
-        mesh: as `babeleval run --mesh` ('auto', 'data=D,model=M'; None: one device)."""
+        mesh: as `babeleval run --mesh` ('auto', 'data=D,model=M'; None: one device);
+        quantize: a spec's weights as `babeleval run --quantize` loads them."""
         super().__init__()
         if isinstance(pretrained, str):
             from babeleval.loading import load_model
 
-            pretrained = load_model(pretrained, dtype=dtype)
+            pretrained = load_model(pretrained, dtype=dtype, quantize=quantize)
         self.model = pretrained
         self.tok = pretrained.tokenizer
         self.backend = "seq2seq" if pretrained.config.kind == "seq2seq" else "causal"  # TemplateLM's _encode_pair reads it
@@ -174,8 +176,9 @@ class BabelevalLM(TemplateLM):
         return rendered
 
     def get_model_info(self) -> dict:
+        """lm-eval adds it to its results' config: how the weights were held, as run's results.json."""
         return {"model_source": str(self.model.source), "model_num_parameters": self.model.num_params,
-                "model_dtype": str(self.model.dtype)}
+                "model_dtype": str(self.model.dtype), "model_quantization": recorded(self.model.quantization)}
 
     def engine_stats(self) -> dict:
         """Tokens computed against a no-sharing engine, prefix reuse, seconds."""

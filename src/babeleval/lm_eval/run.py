@@ -27,8 +27,10 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
                 limit: float | None = None, apply_chat_template: bool = False, fewshot_as_multiturn: bool = False,
                 system_instruction: str | None = None, log_samples: bool = False, output_path: str | None = None,
                 gen_kwargs: str | None = None, seed: str | None = None, dtype: str = "auto",
-                batch_size: int | None = None, max_length: int | None = None, mesh=None) -> tuple[dict, dict]:
-    """Returns lm-eval's results (samples taken out, as its CLI does) and the engine statistics."""
+                batch_size: int | None = None, max_length: int | None = None, mesh=None,
+                quantize: str = "keep") -> tuple[dict, dict]:
+    """Returns lm-eval's results (samples taken out, as its CLI does) and the engine statistics;
+    quantize: as load_model's (model_args and config.model_quantization record it)."""
     require_lm_eval()
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
@@ -39,16 +41,17 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
     start = time.time()
     task_manager = TaskManager(include_path=include_path)
     check_task_names(task_manager, tasks)
-    lm = BabelevalLM(model_spec, dtype=dtype, batch_size=batch_size, max_length=max_length, mesh=mesh)
+    lm = BabelevalLM(model_spec, dtype=dtype, batch_size=batch_size, max_length=max_length, mesh=mesh,
+                     quantize=quantize)
     tracker = EvaluationTracker(output_path=output_path) if output_path else None
     seeds = parse_seed(seed)
     try:
         results = lm_eval.simple_evaluate(
-            model=lm, model_args=f"pretrained={model_spec},dtype={dtype}", tasks=tasks, num_fewshot=num_fewshot,
-            limit=limit, log_samples=log_samples, evaluation_tracker=tracker, system_instruction=system_instruction,
-            apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn, gen_kwargs=gen_kwargs,
-            task_manager=task_manager, random_seed=seeds[0], numpy_random_seed=seeds[1],
-            torch_random_seed=seeds[2], fewshot_random_seed=seeds[3])
+            model=lm, model_args=f"pretrained={model_spec},dtype={dtype},quantize={quantize}", tasks=tasks,
+            num_fewshot=num_fewshot, limit=limit, log_samples=log_samples, evaluation_tracker=tracker,
+            system_instruction=system_instruction, apply_chat_template=apply_chat_template,
+            fewshot_as_multiturn=fewshot_as_multiturn, gen_kwargs=gen_kwargs, task_manager=task_manager,
+            random_seed=seeds[0], numpy_random_seed=seeds[1], torch_random_seed=seeds[2], fewshot_random_seed=seeds[3])
     except FileNotFoundError as exc:  # a task's data_files: relative paths are read from the working directory
         raise BabelevalError(f"{exc} (a task's dataset_kwargs.data_files are read relative to the directory "
                              "babeleval runs in)") from None

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from .config import EncoderConfig
 from .attention import attend
 from .layers import MLP, Norm
+from .weights import Dense, Embed
 
 
 class SelfAttention(nn.Module):
@@ -21,7 +22,7 @@ class SelfAttention(nn.Module):
     def __call__(self, x, mask):
         cfg = self.cfg
         b, t, _ = x.shape
-        dense = lambda name: nn.Dense(cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype, name=name)
+        dense = lambda name: Dense(cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype, name=name)
         q, k, v = (dense(n)(x).reshape(b, t, cfg.num_heads, cfg.head_dim) for n in ("q", "k", "v"))
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, H, T, D]
         return dense("o")(attend(q, k, v, mask, cfg.head_dim ** -0.5))
@@ -47,7 +48,7 @@ class Encoder(nn.Module):
     def __call__(self, tokens, attention_mask):
         """tokens, attention_mask: [B, T] -> (hidden [B, T, D], pooled [B, D])."""
         cfg = self.cfg
-        embed = lambda n, name: nn.Embed(n, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype, name=name)
+        embed = lambda n, name: Embed(n, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype, name=name)
         valid = attention_mask.astype(bool)
         if cfg.position_offset:  # XLM-R: positions count non-pad tokens, starting after padding_idx
             positions = jnp.cumsum(valid, axis=1) * valid + cfg.pad_token_id
@@ -59,10 +60,10 @@ class Encoder(nn.Module):
         mask = jnp.broadcast_to(valid[:, None, :], (tokens.shape[0], tokens.shape[1], tokens.shape[1]))
         for i in range(cfg.num_layers):
             x = EncoderBlock(cfg, self.dtype, name=f"layers_{i}")(x, mask)
-        pooler = nn.Dense(cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype, name="pooler")
+        pooler = Dense(cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype, name="pooler")
         pooled = pool(x, valid, cfg.pooling, False, jnp.tanh(pooler(x[:, 0])))
         for i, (_, out, bias, activation) in enumerate(cfg.dense):  # sentence-transformers Dense modules
-            pooled = nn.Dense(out, use_bias=bias, dtype=jnp.float32, param_dtype=self.dtype, name=f"dense_{i}")(pooled)
+            pooled = Dense(out, use_bias=bias, dtype=jnp.float32, param_dtype=self.dtype, name=f"dense_{i}")(pooled)
             pooled = jnp.tanh(pooled) if activation == "tanh" else pooled
         if cfg.normalize:
             pooled = pooled / jnp.maximum(jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)

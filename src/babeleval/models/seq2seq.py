@@ -21,6 +21,7 @@ from .attention import attend, attend_fused, fused_implementation, write_cache
 from .config import Seq2SeqConfig
 from .layers import MLP, Norm, sinusoids
 from .stack import empty_caches, layer_groups, scanned
+from .weights import Dense, Embed
 
 
 def relative_buckets(distance, bidirectional: bool, num_buckets: int, max_distance: int):
@@ -49,7 +50,7 @@ class Attention(nn.Module):
 
     def setup(self):
         cfg = self.cfg
-        dense = lambda n: nn.Dense(n, use_bias=cfg.attn_bias, dtype=self.dtype, param_dtype=self.dtype)
+        dense = lambda n: Dense(n, use_bias=cfg.attn_bias, dtype=self.dtype, param_dtype=self.dtype)
         inner = cfg.num_heads * cfg.head_dim
         self.q, self.k, self.v, self.o = dense(inner), dense(inner), dense(inner), dense(cfg.hidden_size)
 
@@ -121,7 +122,7 @@ class DecoderLayer(nn.Module):
 def _own_bias(cfg: Seq2SeqConfig, layer: int, buckets, bias, dtype):
     if not cfg.has_relative_bias(layer):
         return bias
-    table = nn.Embed(cfg.relative_buckets, cfg.num_heads, dtype=jnp.float32, param_dtype=dtype, name="relative_bias")
+    table = Embed(cfg.relative_buckets, cfg.num_heads, dtype=jnp.float32, param_dtype=dtype, name="relative_bias")
     return table(buckets).transpose(0, 3, 1, 2)  # [B, H, T, S]
 
 
@@ -178,7 +179,7 @@ class EncoderDecoder(nn.Module):
 
     def setup(self):
         cfg = self.cfg
-        self.embed = nn.Embed(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
+        self.embed = Embed(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, param_dtype=self.dtype)
         self.encoder_groups, self.decoder_groups = stack_groups(cfg, "encoder"), stack_groups(cfg, "decoder")
         # encoder_scan_<first> / encoder_layers_<i>, decoder_scan_<first> / decoder_layers_<i>
         self.encoder_scan = {g.first: scanned(EncoderRepeat, cfg, g, self.dtype, 3) for g in self.encoder_groups if g.scanned}
@@ -189,8 +190,8 @@ class EncoderDecoder(nn.Module):
                                for i in range(g.first, g.end)}
         self.encoder_norm, self.decoder_norm = _norm(cfg), _norm(cfg)
         if not cfg.tie_embeddings:
-            self.lm_head = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
-                                    dot_general=partial(jax.lax.dot_general, preferred_element_type=jnp.float32))
+            self.lm_head = Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
+                                 dot_general=partial(jax.lax.dot_general, preferred_element_type=jnp.float32))
 
     def _embed(self, tokens, positions):
         """positions count from 0 (M2M100's table is read after its padding index, as its ids are)."""
@@ -263,7 +264,7 @@ class EncoderDecoder(nn.Module):
         if self.cfg.head_scale:
             hidden = hidden * jnp.asarray(self.cfg.hidden_size ** -0.5, dtype=hidden.dtype)
         if self.cfg.tie_embeddings:
-            return jnp.dot(hidden, self.embed.embedding.T, preferred_element_type=jnp.float32).astype(jnp.float32)
+            return jnp.dot(hidden, self.embed.table().T, preferred_element_type=jnp.float32).astype(jnp.float32)
         return self.lm_head(hidden).astype(jnp.float32)
 
     def __call__(self, tokens, positions, mask, dec_tokens, dec_positions, dec_mask, cross_mask):

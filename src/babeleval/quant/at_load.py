@@ -12,8 +12,9 @@ from .qarray import QArray
 
 METHODS = ("int8", "int4")
 GROUP = 128
-# the matmul weights of a decoder: kernels, stacked experts, the embedding (the tied head); not a
-# router or a shared expert's gate (a few columns that choose, kept exact)
+# the matmul weights of every family: kernels, stacked experts, the token embedding (a tied head's);
+# not a router or a shared expert's gate (a few columns that choose, kept exact), nor T5's relative
+# bias tables or position embeddings (looked up, not multiplied)
 QUANTIZED = re.compile(r"(/kernel|^embed/embedding|/experts_(gate|up|down))$")
 KEPT = re.compile(r"(router|shared_gate)/")
 

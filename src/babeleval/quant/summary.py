@@ -56,6 +56,12 @@ def summary(params, source: str = "", method: str = "gguf") -> dict | None:
             "weights": {k: v for k, v in sorted(weights.items()) if any(_kept(t) for t in v)}}
 
 
+def recorded(found: dict | None) -> dict | None:
+    """What a results file (run's results.json, bench's, lm-eval's) keeps of a summary: method,
+    source, bits per parameter, and bits and block size per type (None: dense weights)."""
+    return found and {k: found[k] for k in ("method", "source", "bits_per_param", "types")}
+
+
 def _kept(kind: str) -> bool:
     """A block type (or a stack of several: Q4_K+Q6_K), not a dense dtype."""
     return all(part in LAYOUTS for part in kind.split("+"))
