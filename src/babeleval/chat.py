@@ -122,7 +122,7 @@ class ChatTemplate:
     @classmethod
     def from_file(cls, path, model=None) -> "ChatTemplate":
         """A template file of the user's (.jinja, or a tokenizer_config.json-style .json),
-        with the special tokens of `model` (a loaded model or a spec) where given."""
+        with the special tokens of `model` (a ModelSource, a loaded model or a spec) where given."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -130,32 +130,26 @@ class ChatTemplate:
             raise BabelevalError(f"{path}: cannot read the chat template ({exc.strerror})") from None
         except UnicodeDecodeError as exc:
             raise BabelevalError(f"{path}: the chat template is not UTF-8 ({exc.reason} at byte {exc.start})") from None
-        from .loading.chat_files import model_template, read_json, template_in_config  # reading model files: loading/
+        from .loading.chat_files import read_json, template_in_config  # reading model files: loading/
 
         if path.suffix == ".json":
             text = template_in_config(read_json(path), path)
             if not text:
                 raise BabelevalError(f"{path}: no chat_template field")
-        special = model_template(_model_path(model), SPECIAL_TOKENS)[2] if model is not None else {}
+        special = _carried(model)[2] if model is not None else {}
         return cls(text, origin=str(path), **special)
 
     @classmethod
     def from_model(cls, model) -> "ChatTemplate | None":
-        """The template the model carries, or None. model: a loaded model (its .source), or a
-        spec load_model accepts (alias, GGUF file, HF folder, hub id)."""
-        from .loading.chat_files import model_template
-
-        source, origin, special = model_template(_model_path(model), SPECIAL_TOKENS)
+        """The template the model carries, or None. model: a ModelSource (loading/source.py: the
+        run resolves its spec once), a loaded model, or a spec load_model accepts."""
+        source, origin, special = _carried(model)
         return cls(source, origin=origin, **special) if source else None
 
 
-def _model_path(model) -> Path:
-    source = getattr(model, "source", None)
-    if source is not None:
-        return Path(source)
-    path = Path(str(model)).expanduser()
-    if path.exists():
-        return path
-    from .loading import resolve  # aliases and hub ids (imports JAX, starts no backend)
+def _carried(model) -> tuple[str | None, str, dict]:
+    """(template, origin, the special tokens a template gets) as the model's ModelSource read them."""
+    from .loading.source import model_source  # a spec is resolved there (imports JAX, starts no backend)
 
-    return resolve(str(model))
+    source, origin, special = model_source(model).chat
+    return source, origin, {k: v for k, v in special.items() if k in SPECIAL_TOKENS}

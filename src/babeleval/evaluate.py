@@ -243,7 +243,8 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
              compile_cache: bool = True, overrides: dict | None = None, sample: int | None = None, log=None,
              mesh=None, quantize: str | list[str] = "keep") -> dict:
     """Run `tasks` (names, NAME:SUBSETS, .yaml paths or TaskConfig) on `model` (a spec that
-    load_model accepts, or a LoadedModel); write samples and results.json under `output`.
+    load_model accepts, resolved once here, its ModelSource, or a LoadedModel); write samples and
+    results.json under `output`.
     overrides: task-file fields set for every named task, e.g. {"choice_orders": ["original",
     "shuffle:3", "gold-first", "gold-last"]} or {"fewshot": {"n": 0}}. mesh: 'auto', 'data=D,model=M'
     or (D, M) (placement/devices.py); dtype 'auto': bfloat16 on GPU/TPU, float32 on CPU; quantize: as
@@ -254,6 +255,7 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     output = Path(output)
     started, embedded_before = time.time(), auxiliary_stats()  # retrievers embed while tasks are prepared
     configs = [c for t in tasks for c in ([t] if isinstance(t, TaskConfig) else find_tasks(t, task_dirs, overrides))]
+    model = resolved(model)  # the one description of the model every step below reads
     configs = [resolve_chat(c, model) for c in configs]  # before prompts are built and signatures compared
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
@@ -263,11 +265,29 @@ def evaluate(model, tasks: list, output: Path | str, *, data: Path | str | None 
     settings = dict(started=started, embedded_before=embedded_before, limit=limit, sample=sample, dtype=dtype,
                     batch_size=batch_size, progress=progress, compile_cache=compile_cache, overrides=overrides, mesh=mesh)
     if not isinstance(quantize, str):
-        if not isinstance(model, str) or len(set(quantize)) != len(quantize):
+        if not _is_source(model) or len(set(quantize)) != len(quantize):
             raise BabelevalError("several --quantize choices need a model spec (loaded once per choice), each given once")
         return {"runs": {q: _evaluate_prepared(model, configs, prepared, output / q, log, quantize=q,
                                                **{**settings, "started": time.time()}) for q in quantize}}
     return _evaluate_prepared(model, configs, prepared, output, log, quantize=quantize, **settings)
+
+
+def resolved(model):
+    """A model spec resolved once, at the run's edge, into its ModelSource (loading/source.py:
+    path, format, config, chat template, quantization); a loaded, remote or embedder model as it is."""
+    if isinstance(model, (str, Path)) and not is_embedder_spec(model):
+        from .loading.source import model_source
+
+        return model_source(model)
+    return model
+
+
+def _is_source(model) -> bool:
+    if getattr(model, "remote", False) or is_embedder(model):
+        return False  # (a remote run imports no model code)
+    from .loading.source import ModelSource
+
+    return isinstance(model, ModelSource)
 
 
 def _evaluate_prepared(model, configs, prepared, output: Path, log, **settings) -> dict:
@@ -301,10 +321,10 @@ def _run(model, configs, prepared, previous, output: Path, log, *, started, embe
         enable_compilation_cache() if compile_cache else skip_compilation_cache()
     if isinstance(model, str) and is_embedder_spec(model):
         model = embedder(model)
-    if isinstance(model, str):
+    if _is_source(model):
         from .loading import load_model
 
-        log(f"loading {model} ...")
+        log(f"loading {model.spec} ...")
         model = load_model(model, dtype=dtype, mesh=mesh, quantize=quantize)  # each tensor straight into its shards
     check_translations(model, configs)  # a translation model's refusals, before any task runs
     engines = Engines(model, batch_size, mesh=mesh)

@@ -22,6 +22,7 @@ from babeleval.engine.generate import GenerationStats
 from babeleval.engine.scoring import Scorer, ScoringStats
 from babeleval.engine.seq2seq_scoring import Seq2SeqScorer
 from babeleval.errors import BabelevalError
+from babeleval.loading.source import ModelSource
 from babeleval.lm_eval.exact import ExactGenerator, ExactSeq2SeqGenerator, HFTokens, exact_generator, model_max_length
 from babeleval.lm_eval.tasks import HFLM_MAX_GEN_TOKS, greedy_request
 from babeleval.quant.summary import recorded
@@ -42,13 +43,14 @@ class BabelevalLM(TemplateLM):
                  batch_size: int | None = None, add_bos_token: bool | None = None,
                  max_gen_toks: int = HFLM_MAX_GEN_TOKS,
                  share_prefixes: bool = True, mesh=None, quantize: str = "keep", **unused):
-        """pretrained: a LoadedModel or any model spec `babeleval run` accepts; max_length:
+        """pretrained: a LoadedModel, a ModelSource (loading/source.py) or any model spec
+        `babeleval run` accepts (resolved once, by load_model); max_length:
         the model's own limit by default (as HFLM); add_bos_token: None = as the model's
         tokenizer does (Gemma adds BOS), True/False forces it; max_gen_toks: HFLM's default;
         mesh: as `babeleval run --mesh` ('auto', 'data=D,model=M'; None: one device);
         quantize: a spec's weights as `babeleval run --quantize` loads them."""
         super().__init__()
-        if isinstance(pretrained, str):
+        if isinstance(pretrained, (str, ModelSource)):
             from babeleval.loading import load_model
 
             pretrained = load_model(pretrained, dtype=dtype, quantize=quantize)

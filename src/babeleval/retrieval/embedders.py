@@ -153,9 +153,10 @@ def is_embedder_spec(spec) -> bool:
 
 
 @lru_cache(maxsize=16)
-def embedder(spec: str, dtype: str = "float32"):
-    """One embedder per spec in a process (a model loads once however many tasks use it)."""
-    prefix, _, rest = spec.partition(":")
+def embedder(spec, dtype: str = "float32"):
+    """One embedder per spec in a process (a model loads once however many tasks use it). spec: a
+    string, or the ModelSource a run resolved its model to (handed to load_model as it is)."""
+    prefix, _, rest = spec.partition(":") if isinstance(spec, str) else ("", "", "")
     if prefix in FACTORIES:
         return FACTORIES[prefix](rest)
     from ..loading import load_model

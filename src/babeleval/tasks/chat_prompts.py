@@ -13,8 +13,8 @@ from .config import TaskConfig
 
 def resolve_chat(task: TaskConfig, model) -> TaskConfig:
     """Every chatted variant's template ("model", or a file: absolute, relative to the working
-    folder, or to the task file's) as the ChatTemplate it is for `model` (a spec or a loaded
-    model); one read per template."""
+    folder, or to the task file's) as the ChatTemplate it is for `model` (the ModelSource a run
+    resolved its spec to, a loaded model, or a spec); one read per template."""
     templates: dict[str, ChatTemplate] = {}
     local = None if getattr(model, "remote", False) else model
 
@@ -23,7 +23,7 @@ def resolve_chat(task: TaskConfig, model) -> TaskConfig:
             if spec == "model":
                 found = ChatTemplate.from_model(model) if local is not None else None
                 if found is None:
-                    name = getattr(model, "source", model)
+                    name = getattr(model, "spec", None) or getattr(model, "source", model)
                     raise BabelevalError(f"{name}: the model carries no chat template (no tokenizer.chat_template in "
                                          "its GGUF, no chat_template in its tokenizer_config.json); give one with "
                                          "--chat-template FILE or chat: {template: FILE} in the task file")
