@@ -22,7 +22,6 @@ from .engines import check_translations, Engines, is_embedder
 from .lm_eval.tasks import PREFIX as LM_EVAL, load_lm_eval_task, prepare_lm_eval
 from .retrieval.embedders import auxiliary_stats, embedder, is_embedder_spec
 from .errors import BabelevalError
-from .quant.summary import recorded
 from .runlog import RunLog
 from .results import SCHEMA_VERSION, cannot_write, summarise, write_json_atomic
 from .tasks.bad_rows import report_bad_rows
@@ -231,6 +230,7 @@ def _model_summary(model) -> dict:
     if getattr(model, "remote", False):
         return {"source": model.source, "arch": "http", "mode": model.mode}
     from .provenance import file_sha256
+    from .quant.summary import recorded  # imports JAX: only once a model is loaded
 
     parts = {"params_by_part": model.params_by_part} if model.config.kind == "seq2seq" else {}
     return {"source": model.source, "arch": model.config.arch, "kind": model.config.kind, "params": model.num_params,
