@@ -7,13 +7,24 @@ batch). Here HEAD_CHUNK positions are projected at a time and reduced at once to
 (target logit - logsumexp, arg-max == target); a loop with a data-dependent trip count
 runs only as many chunks as there are scored positions, so the capacity of the position
 array does not cost compute and does not add compiled shapes.
+
+A quantized head is never dequantized whole: Llama 3's 128,256 x 4,096 head is 2.1 GB as
+float32, and XLA hoists a loop-invariant dequantization out of the position loop (a 2-layer
+Llama-3-8B-shaped Q4_K_M file's scoring program held 4.0 GB of temporaries per device). There the
+vocabulary is the outer loop: VOCAB_CHUNK rows dequantized at a time, once per batch, and the
+position chunks inside it keep a running max, sum of exponentials (logsumexp), target logit
+and arg-max.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
+from ..placement.devices import mesh
+from ..quant import is_quantized
+
 HEAD_CHUNK = 128
+VOCAB_CHUNK = 8192  # head rows dequantized at a time (at most; 8,192 x 4,096 float32: 134 MB)
 
 
 def target_logprobs(logits, targets):
@@ -28,6 +39,8 @@ def score_positions(module, params, hidden, positions, targets, count):
     """hidden: [N, D]; positions, targets: [C], C a multiple of HEAD_CHUNK, of which the
     first `count` are real (module: a Decoder or an EncoderDecoder, whose `logits` projects). Returns log-probs [C] and greedy flags [C]; only the chunks
     that hold real positions run (later entries stay zero, the rest of the last chunk is junk)."""
+    if _quantized_head(module, params):
+        return _by_vocabulary(module, params, hidden, positions, targets, count)
     capacity = positions.shape[0]
 
     def chunk(i, carry):
@@ -42,3 +55,56 @@ def score_positions(module, params, hidden, positions, targets, count):
 
     start = (jnp.zeros(capacity, jnp.float32), jnp.zeros(capacity, bool))
     return jax.lax.fori_loop(0, (count + HEAD_CHUNK - 1) // HEAD_CHUNK, chunk, start)
+
+
+def _quantized_head(module, params) -> bool:
+    """A Decoder's head held quantized on one device per data shard (a head split over a model
+    axis is dequantized shard by shard as it is: slicing it by traced rows would gather it)."""
+    if not hasattr(module, "head_rows") or mesh().shape["model"] > 1:
+        return False
+    head = params["embed"]["embedding"] if module.cfg.tie_embeddings else params["lm_head"]["kernel"]
+    return is_quantized(head)
+
+
+def _by_vocabulary(module, params, hidden, positions, targets, count):
+    """score_positions for a quantized head: vocabulary slices outside, position chunks inside.
+    The last slice ends at the vocabulary's end; its rows an earlier slice took are masked."""
+    capacity, vocab = positions.shape[0], module.cfg.vocab_size
+    pieces = -(-vocab // VOCAB_CHUNK)
+    size = -(-vocab // pieces)
+    chunks = (count + HEAD_CHUNK - 1) // HEAD_CHUNK
+    apply = lambda *args, method: module.apply({"params": params}, *args, method=method)  # noqa: E731
+
+    def piece(v, carry):
+        first = v * size
+        start = jnp.minimum(first, vocab - size)
+        rows = apply(start, size, method=type(module).head_rows)
+        ids = start + jnp.arange(size)
+
+        def chunk(i, carry):
+            top, total, chosen, best = carry
+            at = i * HEAD_CHUNK
+            where = jax.lax.dynamic_slice(positions, (at,), (HEAD_CHUNK,))
+            target = jax.lax.dynamic_slice(targets, (at,), (HEAD_CHUNK,))
+            logits = apply(hidden[where], rows, method=type(module).project)
+            logits = jnp.where(ids >= first, logits, -jnp.inf)
+            old = jax.lax.dynamic_slice(top, (at,), (HEAD_CHUNK,))
+            here = jnp.max(logits, axis=-1)
+            new = jnp.maximum(old, here)
+            sum_exp = jax.lax.dynamic_slice(total, (at,), (HEAD_CHUNK,)) * jnp.exp(old - new) + jnp.sum(
+                jnp.exp(logits - new[:, None]), axis=-1)
+            inside = (target >= first) & (target < start + size)
+            picked = jnp.take_along_axis(logits, jnp.clip(target - start, 0, size - 1)[:, None], axis=-1)[:, 0]
+            picked = jnp.where(inside, picked, jax.lax.dynamic_slice(chosen, (at,), (HEAD_CHUNK,)))
+            arg = jnp.where(here > old, start + jnp.argmax(logits, axis=-1),  # strictly: the first arg-max wins
+                            jax.lax.dynamic_slice(best, (at,), (HEAD_CHUNK,)))
+            update = lambda whole, part: jax.lax.dynamic_update_slice(whole, part, (at,))  # noqa: E731
+            return update(top, new), update(total, sum_exp), update(chosen, picked), update(best, arg)
+
+        return jax.lax.fori_loop(0, chunks, chunk, carry)
+
+    start = (jnp.full(capacity, -jnp.inf, jnp.float32), jnp.zeros(capacity, jnp.float32),
+             jnp.zeros(capacity, jnp.float32), jnp.full(capacity, -1, jnp.int32))
+    top, total, chosen, best = jax.lax.fori_loop(0, pieces, piece, start)
+    ran = jnp.arange(capacity) < chunks * HEAD_CHUNK
+    return (jnp.where(ran, chosen - (top + jnp.log(total)), 0.0), ran & (best == targets))

@@ -20,8 +20,9 @@ from .config import DecoderConfig
 from .attention import attend, attend_fused, fused_implementation, write_cache
 from .layers import MLP, Norm, alibi_slopes, apply_rope, rope_frequencies, sinusoids
 from .moe import MoE
+from ..quant import is_quantized
 from .stack import empty_caches, layer_groups, per_layer, scanned, smallest_period, stacked
-from .weights import Dense, Embed
+from .weights import Dense, Embed, vocab_rows
 
 
 def _norm(cfg: DecoderConfig, name: str, per_head: bool = False) -> Norm:
@@ -211,6 +212,28 @@ class Decoder(nn.Module):
             out = jnp.dot(hidden, self.embed.table().T, preferred_element_type=jnp.float32)
         else:
             out = self.lm_head(hidden)
+        return self._scaled(out)
+
+    def head_weight(self):
+        """The vocabulary head as held: the tied embedding [V, D], or the head's kernel (a QArray's
+        stored rows are the vocabulary: [V, D] too)."""
+        if self.cfg.tie_embeddings:
+            return self.embed.embedding
+        return self.variables["params"]["lm_head"]["kernel"]
+
+    def head_rows(self, start, size: int):
+        """Vocabulary rows start .. start + size - 1 of the head, dense [size, D] (engine/head.py:
+        a quantized head is dequantized a slice at a time, never whole)."""
+        head = self.head_weight()
+        return vocab_rows(head if is_quantized(head) or self.cfg.tie_embeddings else head.T, start, size, self.dtype)
+
+    def project(self, hidden, rows):
+        """logits for the vocabulary entries of `rows` (head_rows), as `logits` computes them."""
+        if not self.cfg.tie_embeddings:  # the head's Dense computes in its dtype
+            hidden = hidden.astype(self.dtype)
+        return self._scaled(jnp.dot(hidden, rows.T, preferred_element_type=jnp.float32))
+
+    def _scaled(self, out):
         out = out.astype(jnp.float32)
         if self.cfg.logit_scale:
             out = out * self.cfg.logit_scale

@@ -29,6 +29,17 @@ def as_dense(value, dtype):
     return value.dequantize(dtype) if is_quantized(value) else value
 
 
+def vocab_rows(value, start, size: int, dtype):
+    """Rows start .. start + size - 1 (start may be traced) of a vocabulary matrix as stored, [size, D]
+    dense in dtype: an embedding table [V, D] or a head kernel given as its stored [V, D] (a QArray's
+    stored rows are the vocabulary either way). A QArray's blocks are sliced before they are
+    dequantized, so only those rows are ever dense (engine/head.py)."""
+    if is_quantized(value):
+        fields = {k: jax.lax.dynamic_slice_in_dim(v, start, size, axis=0) for k, v in value.fields.items()}
+        return QArray(fields, value.layout, (size,) + value.stored_shape[1:]).dequantize(dtype)
+    return jax.lax.dynamic_slice_in_dim(value, start, size, axis=0).astype(dtype)
+
+
 def weight(module: nn.Module, name: str, init, shape: tuple, dtype):
     """The parameter as a dense array in dtype (a QArray dequantized here)."""
     return as_dense(stored(module, name, init, shape, dtype), dtype)
