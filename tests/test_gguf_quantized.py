@@ -108,3 +108,62 @@ def test_other_block_types_are_dequantized_at_load_with_one_line(folders, tmp_pa
     lines = [r.getMessage() for r in caplog.records if "dequantized to float32 at load" in r.getMessage()]
     assert len(lines) == 1 and "TQ2_0 tensors" in lines[0]
     assert not any(is_quantized(x) for x in jax.tree.leaves(model.params, is_leaf=is_quantized))
+
+
+def test_layers_of_two_block_types_are_held_once_as_stored(tmp_path):
+    """A Q4_K_M-like file (attn_v, ffn_down and here attn_k Q6_K in some layers, Q4_K in the rest): the scanned
+    stacks that mix them are QStacks holding each layer's stored row bytes once (padded to Q6_K's
+    210 bytes per 256 weights, not a full-length stack per type), whose logits equal the file
+    dequantized at load, the summary counting each layer's type. Run once against the QStack of
+    full-length parts (2026-12-07): attn_v held 91,656 bytes (a full-length Q4_K
+    stack, its sub-scales unpacked, and a Q6_K one) where 53,768 are asserted."""
+    import jax
+
+    from babeleval.loading import load_model
+    from babeleval.quant import QStack, is_quantized
+
+    folder = random_llama(tmp_path / "hf", **dict(SHAPE, layers=3))
+    path = write_gguf(folder, tmp_path / "mixed.gguf", "Q4_K",
+                      types={"blk.1.attn_v.weight": "Q6_K", "blk.0.ffn_down.weight": "Q6_K",
+                             "blk.1.attn_k.weight": "Q6_K"})  # K: its rows unpermuted as read
+    quantized, dense = load_model(str(path)), load_model(str(path), quantize="none")
+    group = quantized.params["scan_0"]["layer_0"]
+    stacks = [group["attn"]["v"]["kernel"], group["mlp"]["down"]["kernel"], group["attn"]["k"]["kernel"]]
+    assert all(isinstance(s, QStack) and s.layout == "Q4_K+Q6_K" for s in stacks)
+    for s in stacks:  # each layer's rows at Q6_K's width, and `which`
+        assert s.nbytes == s.size // 256 * 210 + 4 * s.shape[0]
+    matrices = [x for x in jax.tree.leaves(quantized.params, is_leaf=is_quantized) if is_quantized(x)]
+    assert not any(isinstance(x, QStack) for x in matrices if x not in stacks)
+    weights = quantized.quantization["weights"]
+    assert weights["layers_*/attn/v/kernel"] == {"Q4_K": 2, "Q6_K": 1}
+    assert weights["layers_*/mlp/down/kernel"] == {"Q6_K": 1, "Q4_K": 2}
+    assert weights["layers_*/attn/k/kernel"] == {"Q4_K": 2, "Q6_K": 1}
+    assert weights["layers_*/attn/q/kernel"] == {"Q4_K": 3}
+    tok = quantized.tokenizer
+    ids = np.asarray([tok.with_prefix(tok.encode("Kila mtu ana haki ya kuishi, uhuru na usalama wa nafsi yake."))])
+    got, want = _logits(quantized, ids), _logits(dense, ids)
+    assert np.isfinite(want).all() and np.abs(want).max() > 0.1
+    assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("qtype", list(BITS))
+def test_row_bytes_split_inside_jit_dequantize_as_gguf_does(qtype):
+    """A QStack's layer is split into its layout's fields inside the jitted forward (jax.numpy):
+    the same fields as numpy's split at load and, dequantized, gguf's values bit for bit."""
+    import gguf
+    import jax
+    import jax.numpy as jnp
+
+    from babeleval.quant.blocks import dequantize_blocks
+    from babeleval.quant.layouts import row_bytes, split_blocks
+
+    raw = np.random.default_rng(0).integers(0, 256, (4, row_bytes(qtype, 512)), dtype=np.uint8)
+    host = split_blocks(qtype, raw)
+    inside = jax.jit(lambda r: split_blocks(qtype, r, jnp))(raw)
+    assert host.keys() == inside.keys()
+    for key, field in host.items():
+        np.testing.assert_array_equal(np.asarray(inside[key]).view(np.uint8), field.view(np.uint8))
+    got = np.asarray(jax.jit(lambda r: dequantize_blocks(qtype, split_blocks(qtype, r, jnp)))(raw))
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = gguf.quants.dequantize(raw, getattr(gguf.GGMLQuantizationType, qtype))
+    np.testing.assert_array_equal(got.reshape(want.shape), want)

@@ -79,7 +79,9 @@ def test_layers_quantized_alike_stack_as_one_qarray_and_mixed_ones_as_a_qstack()
     """A stack's layers copied into their slots as read: one block type -> one stacked QArray whose
     layers dequantize as each layer did; two types (a GGUF holding a few layers wider) -> a QStack,
     still quantized, whose one-layer slices (as a scan sees them, jitted) dequantize as each layer
-    did; a dense layer among quantized ones -> dense, said once; a layer that never came is named."""
+    did, each layer's stored row bytes held once (padded to the widest row); layouts without stored
+    bytes (quantized at load) or a dense layer among quantized ones -> dense, said once; a layer
+    that never came is named."""
     from babeleval.loading.stacking import Stacks
     from babeleval.quant import QStack
     from babeleval.quant.at_load import quantize
@@ -97,17 +99,39 @@ def test_layers_quantized_alike_stack_as_one_qarray_and_mixed_ones_as_a_qstack()
     for i, part in enumerate(parts):
         layer = jax.tree.map(lambda x, i=i: x[i], stack)
         np.testing.assert_array_equal(np.asarray(layer.dequantize()), np.asarray(part.dequantize()))
+    import gguf
+
+    from babeleval.quant import from_blocks
+
+    stored = lambda w, t: from_blocks(t, gguf.quants.quantize(w, getattr(gguf.GGMLQuantizationType, t)), w.shape)
+    kinds = ("Q4_0", "Q8_0", "Q4_0")
+    blocks = [stored(w, t) for w, t in zip(layers, kinds)]
     mixed = Stacks(want, np.float32, notes.append)
-    parts[1] = quantize(layers[1], "int8")
     for i in (0, 1):
-        assert mixed.add("w", i, parts[i]) is None
-    held = mixed.add("w", 2, parts[2])
-    assert isinstance(held, QStack) and held.layout == "int4+int8" and not notes
-    assert held.nbytes < 4 * 3 * 8 * 256 / 2  # both layouts at full length: under half the float32 stack
+        assert mixed.add("w", i, blocks[i]) is None
+    held = mixed.add("w", 2, blocks[2])
+    assert isinstance(held, QStack) and held.layout == "Q4_0+Q8_0" and held.shape == (3, 8, 256) and not notes
+    # each layer held once, as stored: its row bytes padded to the widest row (Q8_0's 272 against
+    # Q4_0's 144), + `which`; not a full-length stack per layout (3 x 8 x (144 + 272) + 12 bytes)
+    assert held.nbytes == 3 * 8 * 272 + 3 * 4 < 3 * 8 * (144 + 272) + 3 * 4
+    for i, block in enumerate(blocks):
+        np.testing.assert_array_equal(np.asarray(held.raw)[i, :, :block.raw.shape[-1]], block.raw)
     one_layer = jax.jit(lambda s, i: jax.tree.map(lambda x: x[i], s).dequantize())
-    for i, part in enumerate(parts):
-        np.testing.assert_array_equal(np.asarray(one_layer(held, i)), np.asarray(part.dequantize()))
-        np.testing.assert_array_equal(held.dequantize(np.float32, xp=np)[i], np.asarray(part.dequantize()))
+    for i, block in enumerate(blocks):
+        want_i = gguf.quants.dequantize(block.raw, getattr(gguf.GGMLQuantizationType, kinds[i]))
+        np.testing.assert_array_equal(np.asarray(one_layer(held, i)), want_i)
+        np.testing.assert_array_equal(held.dequantize(np.float32, xp=np)[i], want_i)
+    wide_first = Stacks(want, np.float32, notes.append)  # the wider layout first: the narrower padded
+    for i in (1, 0, 2):
+        out = wide_first.add("w", i, blocks[i])
+    np.testing.assert_array_equal(out.dequantize(np.float32, xp=np), held.dequantize(np.float32, xp=np))
+    parts[1] = quantize(layers[1], "int8")  # quantized at load, no stored bytes: the two cannot mix, dense
+    codes = Stacks(want, np.float32, notes.append)
+    for i in (0, 1):
+        codes.add("w", i, parts[i])
+    out = codes.add("w", 2, parts[2])
+    assert isinstance(out, np.ndarray) and len(notes) == 1 and "int4 and int8" in notes.pop()
+    np.testing.assert_array_equal(out[1], np.asarray(parts[1].dequantize()))
     dense = Stacks(want, np.float32, notes.append)
     dense.add("w", 0, parts[0])
     assert dense.add("w", 1, layers[1]) is None and len(notes) == 1

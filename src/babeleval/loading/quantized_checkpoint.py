@@ -1,9 +1,9 @@
 """A babeleval checkpoint's quantized weights, held as they were loaded: orbax writes each QArray
-(a GGUF's blocks, int8/int4 codes) as a dict of its fields and each QStack as one such dict per
-part (keyed by layout) beside `which`; quantized.json records how they were quantized (method,
-and the source: the file they came from) and, per weight, what rebuilds the object around its
-arrays (layout, dense shape, transposed, core; a QStack's parts in their order, which `which`
-indexes). A restore reads the fields straight into their shards and rebuilds the same objects."""
+(a GGUF's blocks, int8/int4 codes) as a dict of its fields and each QStack as its row bytes
+(`raw`) beside `which`; quantized.json records how they were quantized (method, and the source:
+the file they came from) and, per weight, what rebuilds the object around its arrays (layout,
+dense shape, transposed, core; a QStack's layouts in their order, which `which` indexes, and
+each one's row bytes). A restore reads the fields straight into their shards and rebuilds the same objects."""
 from __future__ import annotations
 
 import functools
@@ -22,20 +22,25 @@ QUANTIZED = "quantized.json"
 def arrays(q) -> dict:
     """What orbax holds for a quantized weight (concrete, abstract or one sharding per field)."""
     if isinstance(q, QStack):
-        return {**{layout: arrays(part) for layout, part in q.parts.items()}, "which": q.which}
+        return {"raw": q.raw, "which": q.which}
     return dict(q.fields)
 
 
 def describe(q) -> dict:
     if isinstance(q, QStack):
-        return {"parts": [[layout, describe(part)] for layout, part in q.parts.items()]}
+        return {"layouts": list(q.layouts), "widths": list(q.widths), "shape": list(q.shape),
+                "transposed": q.transposed}
     return {"layout": q.layout, "shape": list(q.shape), "transposed": q.transposed, "core": q.core}
 
 
 def rebuilt(saved: dict, description: dict):
     """The QArray or QStack `description` names, around `saved`'s arrays (arrays() of it)."""
-    if "parts" in description:
-        return QStack({layout: rebuilt(saved[layout], part) for layout, part in description["parts"]}, saved["which"])
+    if "parts" in description:  # written before a QStack held each layer once
+        raise BabelevalError("a checkpoint of the earlier mixed-layout stacks (parts per layout); convert its "
+                             "source again")
+    if "layouts" in description:
+        return QStack(saved["raw"], saved["which"], tuple(description["layouts"]), tuple(description["shape"]),
+                      description["transposed"])
     return QArray(dict(saved), description["layout"], tuple(description["shape"]), description["transposed"],
                   description["core"])
 

@@ -1,12 +1,13 @@
 """Per-layer file tensors collected into the stacked parameters of scanned layer groups
 (models/stack.py): each layer's tensor is copied into its slot of the stack as it is read (a
-quantized one's fields into stacked fields), and a stack is placed once its last layer arrives,
+quantized one's fields into stacked fields; layers in several block types: each one's stored row
+bytes, once), and a stack is placed once its last layer arrives,
 so the host holds one stack in the making per parameter and no list of parts."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..quant import QArray, QStack
+from ..quant import LAYOUTS, QArray, QStack
 
 
 class Stacks:
@@ -17,25 +18,25 @@ class Stacks:
     def add(self, name: str, index: int, part):
         """Layer `index`'s part of stacked parameter `name`; the whole stack once every layer is
         in, else None. Parts that are QArrays of one layout stack as one QArray; of several block
-        types (some GGUF files hold a few layers' tensors in a wider type) as a QStack; a dense
-        layer among quantized ones makes the stack dense in dtype, said once by warn."""
+        types (some GGUF files hold a few layers' tensors in a wider type) as a QStack of each
+        layer's stored row bytes; a dense layer among quantized ones (or layouts that cannot mix:
+        parts without their stored bytes, of other shapes) makes the stack dense in dtype, said once by warn."""
         n = self.want[name].shape[0]
         entry = self.pending.get(name)
         if entry is None:
-            entry = self.pending[name] = {"filled": set(), "first": part if isinstance(part, QArray) else None}
+            entry = self.pending[name] = {"filled": set(), "first": part if isinstance(part, QArray) else None,
+                                          "raw": {}}
             entry["buffer"] = _empty(part, n, self.dtype)
         stack = entry["buffer"]
-        if isinstance(stack, (QArray, QStack)) and not isinstance(part, QArray):
+        if isinstance(stack, (QArray, QStack)) and not _mixes(entry, part):
             stack = entry["buffer"] = self._densified(name, entry, part)
         elif isinstance(stack, QArray) and not _same_kind(entry["first"], part):
-            stack = entry["buffer"] = self._mixed(name, entry, part)
+            stack = entry["buffer"] = self._mixed(name, entry)
         if isinstance(stack, QStack):
-            if part.layout not in stack.parts:  # a third layout
-                stack.parts[part.layout] = _empty(part, n, self.dtype, np.zeros)
-            _write(stack.parts[part.layout], index, part)
-            stack.which[index] = list(stack.parts).index(part.layout)
+            _write_raw(stack, index, part)
         elif isinstance(stack, QArray):
             _write(stack, index, part)
+            entry["raw"][index] = part.raw  # the file's pages (no copy): read again if another layout comes
         else:
             stack[index] = _dense(part, self.dtype)
         entry["filled"].add(index)
@@ -43,18 +44,22 @@ class Stacks:
             return None
         return self.pending.pop(name)["buffer"]
 
-    def _mixed(self, name: str, entry: dict, part: QArray) -> QStack:
-        """The stack so far (one layout) as the first part of a QStack; the new layout's part zeros."""
-        stack, first, n = entry["buffer"], entry["first"], self.want[name].shape[0]
-        parts = {first.layout: stack, part.layout: _empty(part, n, self.dtype, np.zeros)}
-        for field in stack.fields.values():  # the slots not yet read stay zero in every part
-            field[[i for i in range(n) if i not in entry["filled"]]] = 0
-        return QStack(parts, np.zeros(n, np.int32))  # the layers so far: the first part's
+    def _mixed(self, name: str, entry: dict) -> QStack:
+        """The stack so far (one layout) as a QStack: the layers so far as their stored row bytes."""
+        stack, n = entry["buffer"], self.want[name].shape[0]
+        raw = next(iter(entry["raw"].values()))
+        out = QStack(np.zeros((n,) + tuple(raw.shape), np.uint8), np.zeros(n, np.int32), (stack.layout,),
+                     stack.shape, stack.transposed)
+        for index, layer in entry["raw"].items():
+            out.raw[index] = np.asarray(layer)
+        entry["raw"] = {}
+        return out
 
     def _densified(self, name: str, entry: dict, part):
         """The quantized stack so far dense in dtype (a dense layer came among quantized ones)."""
         stack = entry["buffer"]
-        self.warn(f"{name}: the layers' tensors are held as {stack.layout} and {np.dtype(part.dtype).name}; "
+        kind = part.layout if isinstance(part, QArray) else np.dtype(part.dtype).name
+        self.warn(f"{name}: the layers' tensors are held as {stack.layout} and {kind}; "
                   f"the stack is dequantized to {np.dtype(self.dtype).name}")
         dense = np.zeros(self.want[name].shape, self.dtype)
         filled = sorted(entry["filled"])
@@ -91,6 +96,35 @@ def _empty(part, n: int, dtype, make=np.empty):
 def _write(stack: QArray, index: int, part: QArray) -> None:
     for key, field in part.fields.items():
         stack.fields[key][index] = np.asarray(field)
+
+
+def _mixes(entry: dict, part) -> bool:
+    """part can join the quantized stack so far: its layout (another one: as stored row bytes)."""
+    stack, first = entry["buffer"], entry["first"]
+    if isinstance(stack, QArray) and _same_kind(first, part):
+        return True
+    have_raw = isinstance(stack, QStack) or all(r is not None for r in entry["raw"].values())
+    return (isinstance(part, QArray) and part.raw is not None and have_raw and part.layout in LAYOUTS
+            and LAYOUTS[part.layout].block > 0 and part.shape[-2:] == stack.shape[-2:]
+            and part.transposed == stack.transposed and tuple(part.raw.shape[:-1]) == _stack_rows(stack))
+
+
+def _stack_rows(stack) -> tuple:
+    """A stack's stored [*lead, rows] of one layer."""
+    return tuple(stack.stored_shape[1:-1])
+
+
+def _write_raw(stack: QStack, index: int, part: QArray) -> None:
+    """A layer's stored row bytes into its slot (zero-padded), the stack widened for a wider layout."""
+    if part.layout not in stack.layouts:
+        stack.layouts += (part.layout,)
+    row = np.asarray(part.raw)
+    if row.shape[-1] > stack.raw.shape[-1]:
+        pad = [(0, 0)] * (stack.raw.ndim - 1) + [(0, row.shape[-1] - stack.raw.shape[-1])]
+        stack.raw = np.pad(stack.raw, pad)
+    stack.raw[index] = 0
+    stack.raw[index, ..., :row.shape[-1]] = row
+    stack.which[index] = stack.layouts.index(part.layout)
 
 
 def _same_kind(first, part) -> bool:

@@ -65,9 +65,12 @@ def quantized_spec(spec: P, q, model: int):
     """The dense weight's spec for each of a QArray's fields ([*lead, rows, blocks, ...]): its rows
     split as the dense weight's output (or vocabulary) axis, its blocks as the input axis (one
     block per row of byte codes, int8's or FP8's channels: its bytes), a block's packed codes and scales never; whole
-    where the blocks do not divide the model axis. A QStack: each part so, `which` whole."""
+    where the blocks do not divide the model axis. A QStack: its raw [layers, *lead, rows, row
+    bytes] rows split as the dense weight's output rows, its bytes never; `which` whole."""
     if isinstance(q, QStack):
-        return QStack({k: quantized_spec(spec, part, model) for k, part in q.parts.items()}, P())
+        dense = tuple(spec) + (None,) * (q.ndim - len(spec))
+        stored = dense[:-2] + (dense[-1], dense[-2]) if q.transposed else dense
+        return QStack(P(*stored[:-1], None), P(), q.layouts, q.shape, q.transposed)
     dense = tuple(spec) + (None,) * (q.ndim - len(spec))
     stored = dense[:-2] + (dense[-1], dense[-2]) if q.transposed else dense
     blocks = next(iter(q.fields.values())).shape[q.ndim - 1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 
@@ -45,23 +46,23 @@ def planes(x, bits: int, group: int, xp=np):
     return ((runs >> shifts) & mask).reshape(*x.shape[:-1], -1)
 
 
-def _q3_k(scales):  # 16 six-bit scales: low nibbles from bytes 0-7, top two bits from bytes 8-11, less 32
-    code = planes(scales[..., :8], 4, 8) | (planes(scales[..., 8:], 2, 4) << 4)
+def _q3_k(scales, xp=np):  # 16 six-bit scales: low nibbles from bytes 0-7, top two bits from bytes 8-11, less 32
+    code = planes(scales[..., :8], 4, 8, xp) | (planes(scales[..., 8:], 2, 4, xp) << 4)
     return code.astype(np.int8) - np.int8(32), None
 
 
-def _q4_k(scales):  # 8 six-bit scales and 8 six-bit minimums in 12 bytes (ggml's get_scale_min_k4)
+def _q4_k(scales, xp=np):  # 8 six-bit scales and 8 six-bit minimums in 12 bytes (ggml's get_scale_min_k4)
     d, m, md = scales[..., 0:4], scales[..., 4:8], scales[..., 8:12]
-    sc = np.concatenate([d & 0x3F, (md & 0x0F) | ((d >> 2) & 0x30)], axis=-1)
-    mn = np.concatenate([m & 0x3F, (md >> 4) | ((m >> 2) & 0x30)], axis=-1)
+    sc = xp.concatenate([d & 0x3F, (md & 0x0F) | ((d >> 2) & 0x30)], axis=-1)
+    mn = xp.concatenate([m & 0x3F, (md >> 4) | ((m >> 2) & 0x30)], axis=-1)
     return sc, mn
 
 
-SUB_SCALES = {
-    "nibbles": lambda s: (s & 0xF, s >> 4),  # Q2_K: low nibbles the scales, high nibbles the minimums
+SUB_SCALES = {  # packed bytes (numpy or jax.numpy as xp) -> (sub-block scales, minimums or None)
+    "nibbles": lambda s, xp=np: (s & 0xF, s >> 4),  # Q2_K: low nibbles the scales, high nibbles the minimums
     "q3_k": _q3_k,
     "q4_k": _q4_k,
-    "int8": lambda s: (s.view(np.int8), None),
+    "int8": lambda s, xp=np: (s.view(np.int8), None),
 }
 
 K = 256
@@ -99,24 +100,33 @@ def block_bytes(layout: Layout) -> int:
     return sum(size for _, size in layout.fields)
 
 
-def split_blocks(name: str, raw: np.ndarray) -> dict:
+def row_bytes(name: str, columns: int) -> int:
+    """A stored row's bytes: `columns` elements in `name`'s blocks."""
+    layout = LAYOUTS[name]
+    return columns // layout.block * block_bytes(layout)
+
+
+def split_blocks(name: str, raw, xp=np) -> dict:
     """[..., rows, blocks * bytes] stored bytes -> the representation's fields, each [..., rows,
     blocks, ...]: code planes as stored (uint8), 'scale' and 'min' float16 per block, and a
-    K-quant's sub-block scales ('sub_scale') and minimums ('sub_min') as small integers."""
+    K-quant's sub-block scales ('sub_scale') and minimums ('sub_min') as small integers. xp:
+    numpy (at load: each field a contiguous copy) or jax.numpy (inside jit: a QStack's layer)."""
     layout = LAYOUTS[name]
     size = block_bytes(layout)
     blocks = raw.reshape(*raw.shape[:-1], raw.shape[-1] // size, size)
+    own = np.ascontiguousarray if xp is np else (lambda x: x)
     out, start = {}, 0
     for name, length in layout.fields:
         part = blocks[..., start:start + length]
         start += length
         if name in ("scale", "min"):
-            out[name] = np.ascontiguousarray(part).view(np.float16)[..., 0]
+            out[name] = own(part).view(np.float16)[..., 0] if xp is np else \
+                jax.lax.bitcast_convert_type(part, xp.float16)
         elif name == "scales":
-            sub_scale, sub_min = SUB_SCALES[layout.sub_scales](np.ascontiguousarray(part))
-            out["sub_scale"] = np.ascontiguousarray(sub_scale)
+            sub_scale, sub_min = SUB_SCALES[layout.sub_scales](own(part), xp)
+            out["sub_scale"] = own(sub_scale)
             if sub_min is not None:
-                out["sub_min"] = np.ascontiguousarray(sub_min)
+                out["sub_min"] = own(sub_min)
         else:
-            out[name] = np.ascontiguousarray(part)
+            out[name] = own(part)
     return out

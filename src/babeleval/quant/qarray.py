@@ -19,8 +19,12 @@ from .blocks import dequantize_blocks
 
 @jax.tree_util.register_pytree_node_class
 class QArray:
-    def __init__(self, fields: dict, layout: str, shape: tuple, transposed: bool = False, core: int | None = None):
+    def __init__(self, fields: dict, layout: str, shape: tuple, transposed: bool = False, core: int | None = None,
+                 raw=None):
         self.fields, self.layout, self.shape, self.transposed = fields, layout, tuple(shape), transposed
+        # the stored row bytes the fields were split from ([*lead, rows, row bytes], the file's
+        # pages: no copy), host-side only (not a pytree child): what a QStack holds of the layer
+        self.raw = raw
         first = fields[min(fields)] if fields else None
         # a field's axes after the leading ones (experts, stacked layers): rows, blocks, bytes ...
         self.core = core if core is not None or not hasattr(first, "ndim") else first.ndim - (len(self.shape) - 2)
@@ -72,7 +76,8 @@ class QArray:
 
     def swap(self) -> "QArray":
         """The dense array's last two axes swapped (a torch Linear's [out, in] -> a kernel's [in, out])."""
-        return QArray(self.fields, self.layout, self.shape[:-2] + self.shape[:-3:-1], not self.transposed)
+        return QArray(self.fields, self.layout, self.shape[:-2] + self.shape[:-3:-1], not self.transposed,
+                      raw=self.raw)
 
     @property
     def T(self) -> "QArray":
@@ -96,7 +101,8 @@ class QArray:
         fields = {k: np.asarray(v)[(slice(None),) * axis + (index,)] for k, v in self.fields.items()}
         stored = self.stored_shape
         stored = stored[:axis] + (next(iter(fields.values())).shape[axis],) + stored[axis + 1:]
-        out = QArray(fields, self.layout, stored)
+        raw = None if self.raw is None else Rows(self.raw, axis, index)
+        out = QArray(fields, self.layout, stored, raw=raw)
         return out.swap() if self.transposed else out
 
     def dequantize(self, dtype=jnp.float32, xp=jnp):
@@ -109,6 +115,20 @@ class QArray:
         """Rows `ids` of an embedding table (not transposed), dequantized: [*ids.shape, dim]."""
         fields = {k: jnp.take(v, ids, axis=0) for k, v in self.fields.items()}
         return dequantize_blocks(self.layout, fields).astype(dtype)
+
+
+class Rows:
+    """Rows `index` (along `axis`) of stored bytes `base` (the file's pages), read only when asked
+    for (np.asarray: a QStack of layers in several layouts), so a QArray's rows copy no bytes."""
+
+    def __init__(self, base, axis: int, index):
+        self.base, self.axis, self.index = base, axis, index
+        shape = tuple(base.shape)
+        self.shape = shape[:axis] + np.arange(shape[axis])[index].shape + shape[axis + 1:]
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.asarray(self.base)[(slice(None),) * self.axis + (self.index,)]
+        return out if dtype is None else out.astype(dtype)
 
 
 def is_quantized(x) -> bool:
@@ -126,47 +146,63 @@ def from_blocks(layout: str, raw: np.ndarray, shape: tuple) -> QArray:
     """A tensor's stored bytes [..., rows, row bytes] as a QArray of its stored (dense) shape."""
     from .layouts import split_blocks
 
-    return QArray(split_blocks(layout, raw), layout, shape)
+    return QArray(split_blocks(layout, raw), layout, shape, raw=raw)
 
 
 @jax.tree_util.register_pytree_node_class
 class QStack:
-    """A stacked weight ([layers, ...]) whose layers are held in different layouts (a GGUF that
-    stores a few layers' tensors in a wider block type): a full-length QArray per layout, the
-    layers of other layouts left zero, and `which` [layers], the part holding each layer. Inside a
-    scan (one layer: `which` a scalar) dequantizing switches to that part's blocks only."""
+    """A stacked weight ([layers, ...]) whose layers are held in different layouts (a Q4_K_M GGUF
+    stores attn_v and ffn_down as Q6_K in about half the layers, Q4_K in the rest): each layer
+    once, as stored. `raw` [layers, *lead, rows, width] uint8: each layer's stored row bytes as in
+    the file, width the widest layout's row bytes (a narrower layout's rows zero-padded at the
+    end); `which` [layers] the index of each layer's layout in `layouts`. Inside a scan (one
+    layer: `which` a scalar) dequantizing switches to that layout's branch, which reads its row
+    bytes, splits them into the layout's fields (layouts.split_blocks) and dequantizes them."""
 
-    def __init__(self, parts: dict, which):
-        self.parts, self.which = parts, which
+    def __init__(self, raw, which, layouts: tuple, shape: tuple, transposed: bool = False):
+        self.raw, self.which, self.layouts = raw, which, tuple(layouts)
+        self.shape, self.transposed = tuple(shape), transposed
 
     def tree_flatten(self):
-        keys = tuple(self.parts)  # in the order the layouts came: `which` indexes it
-        return (tuple(self.parts[k] for k in keys), self.which), keys
+        return (self.raw, self.which), (self.layouts, self.shape, self.transposed)
 
     @classmethod
-    def tree_unflatten(cls, keys, children):
-        parts, which = children
-        return cls(dict(zip(keys, parts)), which)
+    def tree_unflatten(cls, aux, children):
+        """The leading axes follow raw's (a scan's slice: one layer)."""
+        layouts, shape, transposed = aux
+        now = getattr(children[0], "shape", None)
+        if isinstance(now, tuple):
+            shape = tuple(now[:-2]) + shape[-2:]
+        return cls(children[0], children[1], layouts, shape, transposed)
 
     def __repr__(self):
-        return f"QStack({self.layout}, shape={self.shape})"
+        return f"QStack({self.layout}, shape={self.shape}{', transposed' if self.transposed else ''})"
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+    layout = property(lambda self: "+".join(sorted(self.layouts)))
 
     @property
-    def _first(self) -> QArray:
-        return next(iter(self.parts.values()))
+    def stored_shape(self) -> tuple:
+        return self.shape[:-2] + self.shape[:-3:-1] if self.transposed else self.shape
 
-    shape = property(lambda self: self._first.shape)
-    ndim = property(lambda self: self._first.ndim)
-    size = property(lambda self: self._first.size)
-    transposed = property(lambda self: self._first.transposed)
-    block_size = property(lambda self: self._first.block_size)
-    layout = property(lambda self: "+".join(sorted(self.parts)))
+    @property
+    def widths(self) -> tuple:
+        """Each layout's row bytes (the stored row's elements in its blocks)."""
+        from .layouts import row_bytes
+
+        return tuple(row_bytes(name, self.stored_shape[-1]) for name in self.layouts)
+
+    @property
+    def block_size(self) -> int:
+        from .layouts import LAYOUTS
+
+        return max(LAYOUTS[name].block for name in self.layouts)
 
     @property
     def fields(self) -> dict:
-        """Every part's fields (named layout.field) and `which`: what is held."""
-        out = {f"{name}.{k}": v for name, part in self.parts.items() for k, v in part.fields.items()}
-        return dict(out, which=self.which)
+        """What is held: the row bytes and `which`."""
+        return {"raw": self.raw, "which": self.which}
 
     @property
     def nbytes(self) -> int:
@@ -176,12 +212,29 @@ class QStack:
     def bits(self) -> float:
         return 8 * self.nbytes / self.size
 
+    def _dense(self, k: int, raw, dtype, xp):
+        """raw's rows read as layout k: the dense array (raw's leading axes kept)."""
+        from .layouts import split_blocks
+
+        name, width = self.layouts[k], self.widths[k]
+        stored = dequantize_blocks(name, split_blocks(name, raw[..., :width], xp), xp)
+        stored = stored.reshape(tuple(raw.shape[:-1]) + (self.stored_shape[-1],))
+        return (stored.swapaxes(-1, -2) if self.transposed else stored).astype(dtype)
+
     def dequantize(self, dtype=jnp.float32, xp=jnp):
-        parts = list(self.parts.values())
         if xp is jnp and jnp.ndim(self.which) == 0:  # one layer, inside the scan
-            return jax.lax.switch(self.which, [lambda p=p: p.dequantize(dtype) for p in parts])
-        which = xp.asarray(self.which).reshape(np.shape(self.which) + (1,) * (len(self.shape) - np.ndim(self.which)))
-        out = parts[0].dequantize(dtype, xp)
-        for i, part in enumerate(parts[1:], 1):
-            out = xp.where(which == i, part.dequantize(dtype, xp), out)
+            raw = self.raw
+            return jax.lax.switch(self.which, [lambda k=k: self._dense(k, raw, dtype, jnp)
+                                               for k in range(len(self.layouts))])
+        if xp is np:  # the whole stack on the host (a dense fallback): each layer by its layout
+            raw, which = np.asarray(self.raw), np.asarray(self.which)
+            out = np.zeros(self.shape, dtype)
+            for k in range(len(self.layouts)):
+                if (which == k).any():
+                    out[which == k] = self._dense(k, raw[which == k], dtype, np)
+            return out
+        which = self.which.reshape(self.which.shape + (1,) * (len(self.shape) - self.which.ndim))
+        out = self._dense(0, self.raw, dtype, xp)
+        for k in range(1, len(self.layouts)):
+            out = xp.where(which == k, self._dense(k, self.raw, dtype, xp), out)
         return out

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from .layouts import LAYOUTS
-from .qarray import is_quantized
+from .qarray import QStack, is_quantized
 
 
 # a layer's parameters: layers_<i> (encoder_layers_<i>, ...) or a scanned group's scan_<first>/layer_<j>
@@ -19,6 +19,18 @@ LAYER = re.compile(r"^((?:encoder_|decoder_)?)(?:layers_\d+|scan_\d+/layer_\d+)"
 
 def _kind(x) -> str:
     return x.layout if is_quantized(x) else np.dtype(x.dtype).name
+
+
+def _per_kind(x, stacked: bool) -> list:
+    """[(kind, tensors, params, bytes)] of one leaf: a QStack's layers counted by their layout (bytes
+    as held: each layer's stored rows, padded to the widest), anything else as one kind (a scanned
+    group's [layers, ...]: a tensor per layer)."""
+    if isinstance(x, QStack):
+        which = np.asarray(x.which)
+        per_layer, held = x.size // len(which), x.nbytes // len(which)
+        return [(name, int((which == k).sum()), int((which == k).sum()) * per_layer, int((which == k).sum()) * held)
+                for k, name in enumerate(x.layouts) if (which == k).any()]
+    return [(_kind(x), x.shape[0] if stacked else 1, int(x.size), int(x.nbytes))]
 
 
 def summary(params, source: str = "", method: str = "gguf") -> dict | None:
@@ -31,17 +43,16 @@ def summary(params, source: str = "", method: str = "gguf") -> dict | None:
     types: dict = {}
     weights: dict = {}
     for path, x in flat:
-        kind = _kind(x)
         name = "/".join(str(getattr(k, "key", k)) for k in path)
-        layers = x.shape[0] if STACKED.search(name) else 1  # a scanned group's [layers, ...]: a tensor per layer
-        entry = types.setdefault(kind, {"tensors": 0, "params": 0, "bytes": 0})
-        entry["tensors"] += layers
-        entry["params"] += int(x.size)
-        entry["bytes"] += int(x.nbytes)
-        if is_quantized(x):
-            entry.setdefault("block_size", set()).add(x.block_size)
         counts = weights.setdefault(LAYER.sub(r"\1layers_*", name), {})
-        counts[kind] = counts.get(kind, 0) + layers
+        for kind, layers, size, nbytes in _per_kind(x, bool(STACKED.search(name))):
+            entry = types.setdefault(kind, {"tensors": 0, "params": 0, "bytes": 0})
+            entry["tensors"] += layers
+            entry["params"] += size
+            entry["bytes"] += nbytes
+            if kind in LAYOUTS:
+                entry.setdefault("block_size", set()).add(LAYOUTS[kind].block or x.block_size)
+            counts[kind] = counts.get(kind, 0) + layers
     for kind, entry in types.items():
         entry["bits"] = round(8 * entry.pop("bytes") / entry["params"], 4)
         if "block_size" in entry:  # int8's is each row's length
