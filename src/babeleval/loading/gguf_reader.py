@@ -29,6 +29,20 @@ class GGUFTensor(NamedTuple):
     data: np.ndarray  # the file's bytes, typed as gguf's reader types them
 
 
+def drop_pages(data) -> None:
+    """Drop the pages of `data`, a view of a memory-mapped file (or a QArray's lazy Rows of one),
+    from this process's resident set; they stay in the page cache. Anything else: nothing."""
+    data = data if isinstance(data, np.ndarray) else getattr(data, "base", None)
+    owner = data
+    while owner is not None and getattr(owner, "_mmap", None) is None:
+        owner = getattr(owner, "base", None)
+    if owner is None or not hasattr(mmap, "MADV_DONTNEED") or data.nbytes == 0:
+        return
+    start = data.ctypes.data - owner.ctypes.data
+    low = start // mmap.PAGESIZE * mmap.PAGESIZE
+    owner._mmap.madvise(mmap.MADV_DONTNEED, low, start + data.nbytes - low)
+
+
 class GGUFFile:
     """Raises ValueError for a file that is not a whole GGUF file."""
 
@@ -44,11 +58,7 @@ class GGUFFile:
     def release(self, data: np.ndarray) -> None:
         """Drop a tensor's pages, once it is copied out, from this process's resident set (they stay
         in the page cache): a streamed load then holds the file one tensor at a time."""
-        if not hasattr(mmap, "MADV_DONTNEED") or data.nbytes == 0:
-            return
-        start = data.ctypes.data - self._map.ctypes.data
-        low = start // mmap.PAGESIZE * mmap.PAGESIZE
-        self._map._mmap.madvise(mmap.MADV_DONTNEED, low, start + data.nbytes - low)
+        drop_pages(data)
 
     def _read_header(self) -> None:
         if bytes(self._view[:4]) != b"GGUF":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .gguf_reader import drop_pages
 from ..quant import LAYOUTS, QArray, QStack
 
 
@@ -52,6 +53,7 @@ class Stacks:
                      stack.shape, stack.transposed)
         for index, layer in entry["raw"].items():
             out.raw[index] = np.asarray(layer)
+            drop_pages(layer)  # read back from the file: out of the resident set again
         entry["raw"] = {}
         return out
 
@@ -119,6 +121,7 @@ def _write_raw(stack: QStack, index: int, part: QArray) -> None:
     if part.layout not in stack.layouts:
         stack.layouts += (part.layout,)
     row = np.asarray(part.raw)
+    drop_pages(part.raw)
     if row.shape[-1] > stack.raw.shape[-1]:
         pad = [(0, 0)] * (stack.raw.ndim - 1) + [(0, row.shape[-1] - stack.raw.shape[-1])]
         stack.raw = np.pad(stack.raw, pad)
