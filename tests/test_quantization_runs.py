@@ -57,3 +57,15 @@ def test_changes_are_each_choice_minus_the_baseline_largest_loss_first(monkeypat
     assert (sw["changes"]["int4"]["low"], sw["changes"]["int4"]["high"]) == pytest.approx((-0.3, -0.1))
     assert ta["baseline"] == 0.5 and abs(ta["changes"]["int4"]["difference"] - 0.05) < 1e-12
     assert "int8" not in sw["changes"]  # pairs without the baseline are not its changes
+
+
+def test_a_language_with_too_few_questions_is_shown_untested():
+    """Fewer than 20 shared questions: compare gives no interval or p; the table shows the change
+    and why it is not tested (a 5-question run wrote no quantization.md before)."""
+    from babeleval.compare.quantization import markdown
+
+    change = {"difference": -0.2, "low": None, "high": None, "p": None, "p_corrected": None, "n": 5,
+              "status": "not tested: 5 shared questions (fewer than 20)"}
+    effects = {"baseline": "none", "choices": ["none", "keep"], "tasks": {"xcopa": {"metric": "acc", "correction": "holm", "languages": [
+        {"cell": "sw", "baseline": 0.6, "changes": {"keep": change}}]}}}
+    assert "| sw | 0.6000 | -0.2000 (not tested: 5 shared questions (fewer than 20)) |" in markdown(effects)

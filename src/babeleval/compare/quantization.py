@@ -62,7 +62,10 @@ def markdown(effects: dict) -> str:
                 if ch is None or ch["difference"] is None:
                     cells.append(ch["status"] if ch else "-")
                     continue
-                star = "*" if ch["p_corrected"] is not None and ch["p_corrected"] < 0.05 else ""
+                if ch["p_corrected"] is None:  # too few shared questions to test: the change alone
+                    cells.append(f"{ch['difference']:+.4f} ({ch.get('status') or 'not tested'})")
+                    continue
+                star = "*" if ch["p_corrected"] < 0.05 else ""
                 cells.append(f"{ch['difference']:+.4f} [{ch['low']:+.4f}, {ch['high']:+.4f}] ({ch['p_corrected']:.3g}){star}")
             lines.append(f"| {lang['cell']} | {lang['baseline']:.4f} | " + " | ".join(cells) + " |")
         lines.append("")
