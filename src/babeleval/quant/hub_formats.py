@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from .layouts import planes
 from .qarray import QArray
 
 AWQ_ORDER = np.array([0, 2, 4, 6, 1, 3, 5, 7])  # the element in each nibble of an AWQ word
@@ -66,10 +67,9 @@ def integer(packed: np.ndarray, scale, zero, bits: int, block: tuple, shape: tup
 
 
 def unpack(words: np.ndarray, bits: int) -> np.ndarray:
-    """int32 words [..., n] -> [..., n * 32 / bits] unsigned codes, element i at bits i * bits."""
-    shifts = np.arange(0, 32, bits, dtype=np.uint32)
-    mask = np.uint32((1 << bits) - 1)
-    return ((words.astype(np.uint32)[..., None] >> shifts) & mask).astype(np.uint8).reshape(*words.shape[:-1], -1)
+    """int32 words [..., n] -> [..., n * 32 / bits] unsigned codes, element i at bits i * bits
+    (the words' little-endian bytes read as layouts.py's planes, lowest bits first per byte)."""
+    return planes(np.ascontiguousarray(words).view(np.uint8), bits, 1)
 
 
 def pack(codes: np.ndarray, bits: int) -> np.ndarray:
