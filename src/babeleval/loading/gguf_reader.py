@@ -33,14 +33,15 @@ def drop_pages(data) -> None:
     """Drop the pages of `data`, a view of a memory-mapped file (or a QArray's lazy Rows of one),
     from this process's resident set; they stay in the page cache. Anything else: nothing."""
     data = data if isinstance(data, np.ndarray) else getattr(data, "base", None)
-    owner = data
-    while owner is not None and getattr(owner, "_mmap", None) is None:
+    owner = data  # the array made on the map itself (a memmap's slices carry its _mmap too, not its start)
+    while owner is not None and not isinstance(getattr(owner, "base", None), mmap.mmap):
         owner = getattr(owner, "base", None)
     if owner is None or not hasattr(mmap, "MADV_DONTNEED") or data.nbytes == 0:
         return
-    start = data.ctypes.data - owner.ctypes.data
+    mapped_at = owner.ctypes.data - getattr(owner, "offset", 0) % mmap.ALLOCATIONGRANULARITY
+    start = data.ctypes.data - mapped_at
     low = start // mmap.PAGESIZE * mmap.PAGESIZE
-    owner._mmap.madvise(mmap.MADV_DONTNEED, low, start + data.nbytes - low)
+    owner.base.madvise(mmap.MADV_DONTNEED, low, start + data.nbytes - low)
 
 
 class GGUFFile:

@@ -38,6 +38,7 @@ class Stacks:
         elif isinstance(stack, QArray):
             _write(stack, index, part)
             entry["raw"][index] = part.raw  # the file's pages (no copy): read again if another layout comes
+            drop_pages(part.raw)  # copied: out of the resident set until then
         else:
             stack[index] = _dense(part, self.dtype)
         entry["filled"].add(index)
@@ -53,7 +54,7 @@ class Stacks:
                      stack.shape, stack.transposed)
         for index, layer in entry["raw"].items():
             out.raw[index] = np.asarray(layer)
-            drop_pages(layer)  # read back from the file: out of the resident set again
+            drop_pages(layer)  # read back from the file (copied): out of the resident set again
         entry["raw"] = {}
         return out
 
@@ -121,12 +122,12 @@ def _write_raw(stack: QStack, index: int, part: QArray) -> None:
     if part.layout not in stack.layouts:
         stack.layouts += (part.layout,)
     row = np.asarray(part.raw)
-    drop_pages(part.raw)
     if row.shape[-1] > stack.raw.shape[-1]:
         pad = [(0, 0)] * (stack.raw.ndim - 1) + [(0, row.shape[-1] - stack.raw.shape[-1])]
         stack.raw = np.pad(stack.raw, pad)
     stack.raw[index] = 0
     stack.raw[index, ..., :row.shape[-1]] = row
+    drop_pages(part.raw)  # after the copy, which reads them
     stack.which[index] = stack.layouts.index(part.layout)
 
 
