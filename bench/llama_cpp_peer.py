@@ -40,8 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-WORKLOADS = {"xcopa 0-shot (sw, id, ht)": ["xcopa_sw_local", "xcopa_id_local", "xcopa_ht_local"],
-             "sib200 5-shot (swh)": ["sib200_milu_5shot_swh"]}
+sys.path.insert(0, str(ROOT / "bench"))
+from lm_eval_backend import WORKLOADS as BACKEND_WORKLOADS  # noqa: E402  (stdlib only at import)
+
+WORKLOADS = {name: tasks for name, tasks in BACKEND_WORKLOADS.items() if name.startswith(("xcopa", "sib200"))}
 
 
 def llama_cpp_lm(path: str, threads: int, context: int):
