@@ -4,6 +4,7 @@ sees where weights came from."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +133,7 @@ def load_model(spec: str | ModelSource = DEFAULT_MODEL, dtype: str = "float32", 
     else:
         place = lambda key, array: place_leaf(sharding, key, array)  # noqa: E731
     params = to_param_tree(tensors, config, abstract, str(path), jdtype, place=place)
+    gc.collect()  # the reading's host-side cycles go now, not at a later collection (an 8B GGUF: 0.4 GB)
     return LoadedModel(run_choices(config), params, tokenizer, jdtype, str(path), placed_on, quantize, recorded, source)
 
 
