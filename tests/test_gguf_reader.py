@@ -134,6 +134,7 @@ def test_stacked_layers_leave_no_file_pages_resident(tmp_path):
     offsets = np.cumsum([0] + sizes)
     stacks = Stacks({"mixed": jax.ShapeDtypeStruct((4, rows, columns), np.float32),
                      "one": jax.ShapeDtypeStruct((2, rows, columns), np.float32)}, np.float32, print)
+
     def read(start, end, kind):  # as gguf_items reads a tensor: its fields copied, its pages released
         raw = mapped[start:end].reshape(rows, -1)
         part = from_blocks(kind, raw, (rows, columns))

@@ -38,7 +38,6 @@ class Stacks:
         elif isinstance(stack, QArray):
             _write(stack, index, part)
             entry["raw"][index] = part.raw  # the file's pages (no copy): read again if another layout comes
-            drop_pages(part.raw)  # copied: out of the resident set until then
         else:
             stack[index] = _dense(part, self.dtype)
         entry["filled"].add(index)
