@@ -10,8 +10,6 @@ import jax
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.full  # 1 vs 2 devices in their own processes
-
 WORKER = Path(__file__).parent / "score_worker.py"
 
 
@@ -20,6 +18,7 @@ def _spawn(out: Path, data: Path, devices: int, model: Path):
     return subprocess.Popen([sys.executable, str(WORKER), str(out), str(data), str(model)], env=env)
 
 
+@pytest.mark.full  # 1 vs 2 devices in their own processes
 def test_two_devices_equal_one_device(shared_data, tmp_path, tiny_smollm2):
     """The default placement (every local device on the data axis) against one device, on a random
     decoder shaped as SmolLM2 with its tokenizer. (Two jax.distributed processes splitting the
@@ -40,6 +39,7 @@ def _device_count(imports: str = "babeleval.engine", **env) -> subprocess.Comple
                           env={**clean, **env}, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.full
 def test_cpu_devices_per_core_unless_the_user_chose():
     cores = len(os.sched_getaffinity(0))
     assert _device_count().stdout.strip() == str(min(cores, 4))  # the engine splits the cores
@@ -49,3 +49,36 @@ def test_cpu_devices_per_core_unless_the_user_chose():
     assert _device_count(XLA_FLAGS="--xla_force_host_platform_device_count=1").stdout.strip() == "1"
     bad = _device_count(BABELEVAL_CPU_DEVICES="two")
     assert bad.returncode != 0 and "BABELEVAL_CPU_DEVICES='two'" in bad.stderr
+
+
+def _xla_flags(**env) -> str:
+    clean = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    code = "import os, babeleval.engine, jax; jax.devices(); print(os.environ.get('XLA_FLAGS', ''))"
+    done = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_cpu_compiler_flags_unless_the_user_set_them():
+    """The engine sets XLA's CPU flags that keep scoring's memory at the weights and one layer's
+    temporaries (devices.CPU_FLAGS: bench/gguf_8b.py), each unless XLA_FLAGS names it."""
+    assert set(_xla_flags().split()) == {"--xla_cpu_enable_concurrency_optimized_scheduler=false",
+                                         "--xla_cpu_experimental_ynn_fusion_type=individual_dot"}
+    assert set(_xla_flags(XLA_FLAGS="--xla_cpu_enable_concurrency_optimized_scheduler=true").split()) == {
+        "--xla_cpu_enable_concurrency_optimized_scheduler=true", "--xla_cpu_experimental_ynn_fusion_type=individual_dot"}
+
+
+def test_an_auto_mesh_does_not_replicate_weights_beyond_a_share_of_host_memory():
+    """CPU devices share the host's memory: an auto mesh replicates the weights on each one while
+    the copies take at most CPU_REPLICAS_SHARE of it, else it takes one device (an 8B model
+    planned at 32 GB on a 24 GiB host); an explicit mesh is kept."""
+    from babeleval.placement.devices import CPU_REPLICAS_SHARE, make_mesh
+
+    count = jax.local_device_count()
+    assert count == 2  # conftest asks XLA for two CPU devices
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    fits = int(CPU_REPLICAS_SHARE * host / count)
+    assert dict(make_mesh("auto", fits).shape) == {"data": count, "model": 1}
+    assert dict(make_mesh("auto", fits + 1).shape) == {"data": 1, "model": 1}
+    assert dict(make_mesh(None, 32 << 30).shape) == {"data": 1, "model": 1}
+    assert dict(make_mesh("data=2,model=1", 32 << 30).shape) == {"data": 2, "model": 1}

@@ -1,5 +1,6 @@
 """The engine: scoring, generation and embedding over every local device. Importing it
-gives JAX one CPU device per core (devices.split_cpu_cores), before any array exists."""
-from ..placement.devices import split_cpu_cores
+gives JAX one CPU device per core and babeleval's XLA CPU flags (devices.prepare_cpu), before
+any array exists."""
+from ..placement.devices import prepare_cpu
 
-split_cpu_cores()
+prepare_cpu()

@@ -92,12 +92,12 @@ def load_model(spec: str | ModelSource = DEFAULT_MODEL, dtype: str = "float32", 
     (D, M)) by placement/sharding.py's rules, which the engines then use as they are; a babeleval
     checkpoint is restored by orbax straight into that sharding (_restored: its quantized weights
     as saved)."""
-    from ..placement.devices import default_dtype, split_cpu_cores
+    from ..placement.devices import default_dtype, prepare_cpu
     from ..placement.sharding import load_placement, place_leaf
 
     if quantize not in QUANTIZE:
         raise BabelevalError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZE)}")
-    split_cpu_cores()  # the first arrays are made here: JAX gets its CPU devices before them
+    prepare_cpu()  # the first arrays are made here: JAX gets its CPU devices and flags before them
     jdtype = DTYPES[default_dtype() if dtype == "auto" else dtype] if isinstance(dtype, str) else dtype
     source = model_source(spec)
     path = source.path

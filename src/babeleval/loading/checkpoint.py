@@ -119,6 +119,6 @@ def _restacked(folder: Path, config, target, saved: set, sharding):
     params = stacked(jax.tree.map(np.asarray, old), decoder_groups(config))
     if sharding is None:
         return jax.tree.map(jnp.asarray, params)
-    from ..placement.sharding import path_name
+    from ..placement.sharding import path_name, place_leaf
 
-    return jax.tree_util.tree_map_with_path(lambda p, x: jax.device_put(x, sharding(path_name(p), x.shape)), params)
+    return jax.tree_util.tree_map_with_path(lambda p, x: place_leaf(sharding, path_name(p), x), params)

@@ -19,6 +19,13 @@ from ..errors import BabelevalError
 CPU_DEVICES_ENV = "BABELEVAL_CPU_DEVICES"
 
 
+def prepare_cpu() -> None:
+    """What must happen before JAX starts its backends: CPU devices per core (split_cpu_cores)
+    and babeleval's XLA CPU flags (cpu_compiler_flags)."""
+    cpu_compiler_flags()
+    split_cpu_cores()
+
+
 def split_cpu_cores(limit: int = 4) -> None:
     """Give JAX one CPU device per core (at most `limit`) unless the user chose a count
     (BABELEVAL_CPU_DEVICES, XLA_FLAGS' host device count, JAX_NUM_CPU_DEVICES).
@@ -39,6 +46,30 @@ def split_cpu_cores(limit: int = 4) -> None:
         jax.config.update("jax_num_cpu_devices", count)
     except RuntimeError:  # backends already started: keep what they have
         pass
+
+
+CPU_FLAGS = {  # XLA CPU flags babeleval sets unless XLA_FLAGS names them (cpu_compiler_flags)
+    "--xla_cpu_enable_concurrency_optimized_scheduler": "false",
+    "--xla_cpu_experimental_ynn_fusion_type": "individual_dot",
+}
+
+
+def cpu_compiler_flags() -> None:
+    """Add CPU_FLAGS to XLA_FLAGS, each unless the user set it. Measured on GGUFs of Llama-3-8B's
+    shapes (bench/gguf_8b.py, RESULTS.md): XLA's concurrency-optimized scheduler starts the
+    peeled last layer's dequantization before the scan and holds it through it (+1.2 GB), and
+    YNNPACK fusing more than single dots (a layer's whole MLP) takes buffers of its own that
+    XLA's memory_analysis does not count (+1.35 GB at 4 layers); without both, scoring peaks at
+    the weights and one layer's temporaries, at the same speed. (Turning YNNPACK off entirely:
+    2.3x slower.) XLA reads XLA_FLAGS once, when its first backend starts: later this is a no-op."""
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    added = [f"{name}={value}" for name, value in CPU_FLAGS.items() if name not in flags]
+    if added:
+        os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
 
 
 def default_dtype() -> str:
@@ -86,21 +117,39 @@ def auto_model_axis(weight_bytes: int, kv_bytes: int, devices: list) -> int:
     return 1
 
 
+CPU_REPLICAS_SHARE = 0.25  # of the host's memory that an auto mesh's CPU weight replicas may take
+
+
+def cpu_replicas_fit(weight_bytes: int, devices: list) -> bool:
+    """Whether an auto mesh may replicate the weights on every CPU device (data = devices):
+    CPU devices share the host's memory, so each replica is another copy in RAM. An 8B Q4_K_M
+    GGUF on a 2-core, 24 GiB host (weights planned as 32 GB dense) gets one device, whose
+    programs still use every core; SmolLM2 and Gemma 3 270M keep one replica per core."""
+    if not devices or devices[0].platform != "cpu" or len(devices) == 1:
+        return True
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return weight_bytes * len(devices) <= CPU_REPLICAS_SHARE * host
+
+
 def make_mesh(spec=None, weight_bytes: int = 0, kv_bytes: int = 0) -> Mesh:
     """The (data, model) mesh over this process's devices for a --mesh spec (parse_mesh, or a
     Mesh as it is); data counts the data shards of all processes together. An explicit mesh may
-    take fewer devices than there are (the first ones: a 1-device reference beside 8 devices)."""
+    take fewer devices than there are (the first ones: a 1-device reference beside 8 devices), an
+    auto one on CPU too, where replicas would not fit the host's memory (cpu_replicas_fit)."""
     if isinstance(spec, Mesh):
         return spec
     devices = jax.local_devices()
     count, processes = len(devices), jax.process_count()
     data, model = parse_mesh(spec)
+    if data is None and model is None and not cpu_replicas_fit(weight_bytes, devices):
+        data, model = processes, 1
     if model is None:
         model = auto_model_axis(weight_bytes, kv_bytes, devices) if data is None else max(1, count * processes // data)
     if data is None:
         data = processes * (count // model)
     local_data = data // processes
-    if data % processes or local_data * model > count or (spec in (None, "auto") and local_data * model != count):
+    whole = spec not in (None, "auto") or local_data * model == count or local_data == 1 == model
+    if data % processes or local_data * model > count or not whole:
         raise BabelevalError(f"mesh data={data},model={model}: needs data x model = {count * processes} devices "
                              f"({processes} process(es) x {count} local device(s); the model axis stays within a process)")
     return _grid(local_data, model)

@@ -114,8 +114,12 @@ def leaf_sharding(sharding, path: str, x):
 
 
 def place_leaf(sharding, path: str, x):
-    """x (an array, a QArray or a QStack) put where sharding(path, shape) puts its dense form."""
-    return jax.device_put(x, leaf_sharding(sharding, path, x))
+    """x (an array, a QArray or a QStack) put where sharding(path, shape) puts its dense form,
+    the copy finished before this returns. device_put copies asynchronously and holds the host
+    array until then: an 8B GGUF's load returned with 3 of its 5.3 GB of weights still to be
+    copied, each stack's host copy alive beside its device buffer into the first program's run
+    (peak RSS 9.5 GB where 6.5 suffices)."""
+    return jax.block_until_ready(jax.device_put(x, leaf_sharding(sharding, path, x)))
 
 
 @dataclass
