@@ -33,10 +33,14 @@ def test_two_devices_equal_one_device(shared_data, tmp_path, tiny_smollm2):
     assert a["texts"] == b["texts"] and a["generated"]
 
 
-def _device_count(imports: str = "babeleval.engine", **env) -> subprocess.CompletedProcess:
+def _fresh_python(code: str, **env) -> subprocess.CompletedProcess:
+    """code in a new interpreter whose environment names no device count or XLA flags but env's."""
     clean = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES", "BABELEVAL_CPU_DEVICES")}
-    return subprocess.run([sys.executable, "-c", f"import {imports}, jax; print(jax.local_device_count())"],
-                          env={**clean, **env}, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, timeout=120)
+
+
+def _device_count(imports: str = "babeleval.engine", **env) -> subprocess.CompletedProcess:
+    return _fresh_python(f"import {imports}, jax; print(jax.local_device_count())", **env)
 
 
 @pytest.mark.full
@@ -52,9 +56,7 @@ def test_cpu_devices_per_core_unless_the_user_chose():
 
 
 def _xla_flags(**env) -> str:
-    clean = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    code = "import os, babeleval.engine, jax; jax.devices(); print(os.environ.get('XLA_FLAGS', ''))"
-    done = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, timeout=120)
+    done = _fresh_python("import os, babeleval.engine, jax; jax.devices(); print(os.environ.get('XLA_FLAGS', ''))", **env)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -72,12 +74,11 @@ def test_an_auto_mesh_does_not_replicate_weights_beyond_a_share_of_host_memory()
     """CPU devices share the host's memory: an auto mesh replicates the weights on each one while
     the copies take at most CPU_REPLICAS_SHARE of it, else it takes one device (an 8B model
     planned at 32 GB on a 24 GiB host); an explicit mesh is kept."""
-    from babeleval.placement.devices import CPU_REPLICAS_SHARE, make_mesh
+    from babeleval.placement.devices import CPU_REPLICAS_SHARE, host_memory, make_mesh
 
     count = jax.local_device_count()
     assert count == 2  # conftest asks XLA for two CPU devices
-    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    fits = int(CPU_REPLICAS_SHARE * host / count)
+    fits = int(CPU_REPLICAS_SHARE * host_memory() / count)
     assert dict(make_mesh("auto", fits).shape) == {"data": count, "model": 1}
     assert dict(make_mesh("auto", fits + 1).shape) == {"data": 1, "model": 1}
     assert dict(make_mesh(None, 32 << 30).shape) == {"data": 1, "model": 1}

@@ -127,8 +127,12 @@ def cpu_replicas_fit(weight_bytes: int, devices: list) -> bool:
     programs still use every core; SmolLM2 and Gemma 3 270M keep one replica per core."""
     if not devices or devices[0].platform != "cpu" or len(devices) == 1:
         return True
-    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return weight_bytes * len(devices) <= CPU_REPLICAS_SHARE * host
+    return weight_bytes * len(devices) <= CPU_REPLICAS_SHARE * host_memory()
+
+
+def host_memory() -> int:
+    """Bytes of physical memory on this host."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def make_mesh(spec=None, weight_bytes: int = 0, kv_bytes: int = 0) -> Mesh:
@@ -142,14 +146,13 @@ def make_mesh(spec=None, weight_bytes: int = 0, kv_bytes: int = 0) -> Mesh:
     count, processes = len(devices), jax.process_count()
     data, model = parse_mesh(spec)
     if data is None and model is None and not cpu_replicas_fit(weight_bytes, devices):
-        data, model = processes, 1
+        return _grid(1, 1)  # one device per process
     if model is None:
         model = auto_model_axis(weight_bytes, kv_bytes, devices) if data is None else max(1, count * processes // data)
     if data is None:
         data = processes * (count // model)
     local_data = data // processes
-    whole = spec not in (None, "auto") or local_data * model == count or local_data == 1 == model
-    if data % processes or local_data * model > count or not whole:
+    if data % processes or local_data * model > count or (spec in (None, "auto") and local_data * model != count):
         raise BabelevalError(f"mesh data={data},model={model}: needs data x model = {count * processes} devices "
                              f"({processes} process(es) x {count} local device(s); the model axis stays within a process)")
     return _grid(local_data, model)
