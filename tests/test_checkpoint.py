@@ -34,8 +34,10 @@ def test_save_restore_is_exact(tmp_path):
 
 
 def test_a_checkpoint_saved_per_layer_is_stacked_at_restore(tmp_path):
-    """A checkpoint saved before the layer stack was scanned (one layers_<i> subtree per layer)
-    restores into the scanned groups, equal to the model; a layout neither is refused in one line."""
+    """A checkpoint saved before the layer stack was scanned (one layers_<i> subtree per layer),
+    or in other groups with the same top-level names (Gemma 2 and 3 scanned 2 and 6 layers per
+    step before sliding layers became a flag), restores into this version's groups, equal to the
+    model; a layout neither is refused in one line."""
     import shutil
 
     import orbax.checkpoint as ocp
@@ -43,15 +45,18 @@ def test_a_checkpoint_saved_per_layer_is_stacked_at_restore(tmp_path):
     from babeleval.errors import BabelevalError
     from babeleval.loading.checkpoint import MANIFEST
     from babeleval.models.decoder import decoder_groups
-    from babeleval.models.stack import per_layer
+    from babeleval.models.stack import Group, per_layer, stacked
 
-    build("llama", tmp_path / "hf")  # 3 layers: 0-1 scanned, 2 apart
+    build("llama", tmp_path / "hf", num_hidden_layers=5)  # 0-3 scanned, 4 apart
     model = load_model(str(tmp_path / "hf"))
     folder = model.save(tmp_path / "ckpt")
     (folder / MANIFEST).unlink()
     groups = decoder_groups(model.config)
-    assert any(g.scanned for g in groups)
-    for layout, name in ((per_layer(model.params, groups), "old"), ({"embed": model.params["embed"]}, "odd")):
+    assert groups == (Group(0, 1, 4), Group(4, 1, 1))
+    layers = per_layer(model.params, groups)
+    period = stacked(layers, (Group(0, 2, 2), Group(4, 1, 1)))  # scan_0/layer_0..1 [2, ...], layers_4
+    assert set(period) == set(model.params)
+    for layout, name in ((layers, "old"), (period, "period"), ({"embed": model.params["embed"]}, "odd")):
         shutil.rmtree(folder / "params")
         checkpointer = ocp.StandardCheckpointer()
         checkpointer.save(folder / "params", layout)

@@ -43,12 +43,16 @@ def test_groups_of_known_stacks():
 
 
 def test_a_period_that_does_not_fit_is_refused():
-    """Gemma 3 read as period 2 would run its global layers as local ones: refused, naming them."""
-    types = tuple("full" if k == "global" else "sliding" for k in gemma3_kinds(18))
-    cfg = DecoderConfig(**NARROW, num_layers=18, layer_types=types, sliding_window=4)
-    assert decoder_groups(cfg)[0] == Group(0, 6, 2)
-    with pytest.raises(BabelevalError, match=r"layer 5 is global-dense but .* layer 1, .* period 2 does not fit"):
+    """MoE layers every third layer read as period 2 would run a dense layer as an MoE one:
+    refused, naming them. Sliding and global layers are one kind (a per-layer flag)."""
+    moe = dict(num_experts=4, experts_per_token=2, moe_intermediate_size=32)
+    cfg = DecoderConfig(**NARROW, **moe, num_layers=18, moe_layers=tuple((i + 1) % 3 == 0 for i in range(18)))
+    assert decoder_groups(cfg)[0] == Group(0, 3, 5)
+    with pytest.raises(BabelevalError, match=r"layer 2 is moe but .* layer 0, .* period 2 does not fit"):
         decoder_groups(dataclasses.replace(cfg, layer_period=2))
+    types = tuple("full" if k == "global" else "sliding" for k in gemma3_kinds(18))
+    gemma3 = DecoderConfig(**NARROW, num_layers=18, layer_types=types, sliding_window=4)
+    assert decoder_groups(gemma3) == (Group(0, 1, 17), Group(17, 1, 1))
 
 
 def program_size(layers: int) -> int:

@@ -94,21 +94,27 @@ def _types(n: int, period: int) -> list:
     return ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(n)]
 
 
-# families deep enough for scanned groups (models/stack.py): name -> (build overrides, the first group)
+# families deep enough for scanned groups (models/stack.py): name -> (build overrides, the first group).
+# Sliding and global layers scan one per step (their window and rotary base a per-layer flag);
+# Qwen2-MoE's sparse layers every other layer make a period of 2.
 DEEP = {
-    "gemma3": dict(num_hidden_layers=13, layer_types=_types(13, 6)),  # 2 repeats of 5 local + 1 global
+    "gemma3": dict(num_hidden_layers=13, layer_types=_types(13, 6)),  # 5 local + 1 global, twice, + 1
     "glm4_moe": dict(num_hidden_layers=5),  # a leading dense layer, then 3 MoE layers scanned
+    "qwen2_moe": dict(num_hidden_layers=7, decoder_sparse_step=2, mlp_only_layers=[]),  # dense, MoE, ... : 3 repeats of 2
     "gemma2": dict(num_hidden_layers=5, layer_types=_types(5, 2)),
     "cohere2": dict(num_hidden_layers=9, layer_types=_types(9, 4)),
 }
-DEEP_GROUPS = {"gemma3": (0, 6, 2), "glm4_moe": (1, 1, 3), "gemma2": (0, 2, 2), "cohere2": (0, 4, 2)}
+DEEP_GROUPS = {"gemma3": (0, 1, 12), "glm4_moe": (1, 1, 3), "qwen2_moe": (0, 2, 3), "gemma2": (0, 1, 4),
+               "cohere2": (0, 1, 8)}
 
 
 @pytest.mark.parametrize("family", [f if f in ("gemma3", "glm4_moe") else pytest.param(f, marks=pytest.mark.full)
                                     for f in DEEP])
 def test_scanned_groups_match_transformers(family, built):
-    """Stacks deep enough to scan (a period of 6, 2 and 4; MoE layers after a dense one) give
-    transformers' logits; Gemma 3 read as period 2 is refused, naming the layer that differs."""
+    """Stacks deep enough to scan (sliding and global layers in one scan; MoE layers after a dense
+    one, or every other one) give transformers' logits. Gemma 3's global layers run as sliding
+    ones (a scan that took its first layer's window for all) fail; Qwen2-MoE read as period 3 is
+    refused, naming the layer that differs."""
     from babeleval.errors import BabelevalError
     from babeleval.models.decoder import decoder_groups
 
@@ -117,8 +123,12 @@ def test_scanned_groups_match_transformers(family, built):
     assert any((g.first, g.period, g.repeats) == DEEP_GROUPS[family] for g in decoder_groups(config) if g.scanned)
     assert model.error(config) <= model.tolerance
     if family == "gemma3":
-        with pytest.raises(BabelevalError, match="period 2 does not fit"):
-            model.error(dataclasses.replace(config, layer_period=2))
+        local = dataclasses.replace(config, layer_types=("sliding",) * config.num_layers)
+        assert LENGTH - 3 > config.sliding_window
+        assert model.error(local) > BROKEN_FACTOR * model.tolerance
+    if family == "qwen2_moe":
+        with pytest.raises(BabelevalError, match="layer 3 is moe but .* layer 0, .* period 3 does not fit"):
+            model.error(dataclasses.replace(config, layer_period=3))
 
 
 @pytest.mark.parametrize("family", list(CONFIGS) + [f"legacy:{name}" for name in LEGACY])

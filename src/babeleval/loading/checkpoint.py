@@ -74,9 +74,9 @@ def restore_params(folder: Path, dtype=jnp.float32, sharding=None):
     check_complete(folder)
     target = abstract_params(config, dtype)
     saved = ocp.StandardCheckpointer().metadata(folder / "params").item_metadata.tree
-    if set(saved) != set(target):  # saved before the layer stack was scanned (models/stack.py)
-        return config, _restacked(folder, config, target, set(saved), sharding), load_tokenizer(folder / "tokenizer")
     described = (read_quantized(folder) or {}).get("weights", {})
+    if set(saved) != set(target) or _groups(config, saved) != _groups(config, target):  # another layer layout
+        return config, _restacked(folder, config, target, saved, described, sharding), load_tokenizer(folder / "tokenizer")
     try:
         target = with_quantized(target, described, jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype), saved))
     except KeyError as missing:
@@ -101,24 +101,38 @@ def _sharded(x, sharding):
     return jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), x, sharding)
 
 
-def _restacked(folder: Path, config, target, saved: set, sharding):
-    """A decoder checkpoint with one subtree per layer (layers_<i>, as saved before the layer
-    stack was scanned) restored as it was and stacked into the scanned groups; other layouts
-    refused in one line."""
+def _groups(config, tree: dict):
+    """A decoder tree's layer groups (models/stack.py), None for other models."""
+    from ..models.config import DecoderConfig
+    from ..models.stack import saved_groups
+
+    return saved_groups(tree) if isinstance(config, DecoderConfig) else None
+
+
+def _restacked(folder: Path, config, target, saved: dict, described: dict, sharding):
+    """A dense decoder checkpoint saved in other layer groups (one subtree per layer, layers_<i>,
+    as before the stack was scanned; Gemma 3's period of 6 before sliding layers became a flag)
+    restored as it was and stacked into this version's groups; other layouts refused in one line."""
     import orbax.checkpoint as ocp
 
-    from ..models.config import DecoderConfig
     from ..models.decoder import decoder_groups
     from ..models.stack import per_layer, stacked
 
-    old = per_layer(target, decoder_groups(config)) if isinstance(config, DecoderConfig) else {}
-    if saved != set(old):
+    groups = _groups(config, saved)
+    old = {}
+    if groups and not described:
+        old = stacked(per_layer(target, decoder_groups(config)), groups, stack=_abstract_stack)
+    if set(saved) != set(old) or _groups(config, old) != groups:
         raise BabelevalError(f"{folder}: a babeleval checkpoint whose parameters ({', '.join(sorted(saved)[:4])}, ...) "
                              f"are not this version's layout ({', '.join(sorted(target)[:4])}, ...); convert the model again")
     old = ocp.StandardCheckpointer().restore(folder / "params", old)
-    params = stacked(jax.tree.map(np.asarray, old), decoder_groups(config))
+    params = stacked(per_layer(jax.tree.map(np.asarray, old), groups), decoder_groups(config))
     if sharding is None:
         return jax.tree.map(jnp.asarray, params)
     from ..placement.sharding import path_name, place_leaf
 
     return jax.tree_util.tree_map_with_path(lambda p, x: place_leaf(sharding, path_name(p), x), params)
+
+
+def _abstract_stack(layers):
+    return jax.ShapeDtypeStruct((len(layers),) + tuple(layers[0].shape), layers[0].dtype)

@@ -15,6 +15,7 @@ from functools import partial
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .config import DecoderConfig
 from .attention import attend, attend_fused, fused_implementation, write_cache
@@ -39,10 +40,13 @@ class Attention(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None, slot=0):
+    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None, slot=0,
+                 sliding=None):
         """queries: [B, K] indices along T of the only positions whose outputs are needed (their
         queries alone are computed; keys and values at every position); None: all. cache: the
-        layer's group's k, v [B, repeats, Hkv, S, D], this layer's at index `slot` of axis 1."""
+        layer's group's k, v [B, repeats, Hkv, S, D], this layer's at index `slot` of axis 1.
+        sliding: whether the layer attends through the sliding window (a traced flag inside a
+        scan whose layers differ in it); None: the config's for this layer."""
         cfg = self.cfg
         b, t, _ = x.shape
         dense = lambda n, bias, name: Dense(n, use_bias=bias, dtype=self.dtype, param_dtype=self.dtype, name=name)
@@ -59,19 +63,15 @@ class Attention(nn.Module):
         if cfg.qk_norm and cfg.qk_norm_shape != "all":
             per_head = cfg.qk_norm_shape == "per_head"
             q, k = _norm(cfg, "q_norm", per_head)(q), _norm(cfg, "k_norm", per_head)(k)
-        sliding = cfg.is_sliding(self.layer)
-        if cfg.position == "rope" and (sliding or not cfg.rope_sliding_only):
-            theta = cfg.rope_local_theta if sliding and cfg.rope_local_theta else cfg.rope_theta
-            scaling = () if sliding and cfg.rope_local_theta else cfg.rope_scaling
-            inv_freq, rope_scale = rope_frequencies(cfg.rope_dim, theta, scaling, cfg.max_positions, positions)
-            q = apply_rope(q, q_positions, inv_freq, cfg.rope_interleaved, rope_scale)
-            k = apply_rope(k, positions, inv_freq, cfg.rope_interleaved, rope_scale)
+        sliding = cfg.is_sliding(self.layer) if sliding is None else sliding
+        if cfg.position == "rope":
+            q, k = _rotary(cfg, sliding, q, k, q_positions, positions)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, D], the cache layout
         if cache is not None:
             k, v, cache = write_cache(cache, k, v, cache_index, slot)
         distance = q_positions[:, :, None] - kv_positions[:, None, :]  # [B, T, S]
-        if sliding:
-            mask = mask & (distance < cfg.sliding_window)
+        if sliding is not False:
+            mask = mask & _where(sliding, distance < cfg.sliding_window, True)
         bias = None
         if cfg.position == "alibi":
             bias = -jnp.asarray(alibi_slopes(cfg.num_heads))[None, :, None, None] * distance[:, None].astype(jnp.float32)
@@ -91,11 +91,12 @@ class Block(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None, slot=0):
+    def __call__(self, x, positions, mask, kv_positions, cache=None, cache_index=None, queries=None, slot=0,
+                 sliding=None):
         cfg = self.cfg
         normed = _pre_norm(cfg, "attn_norm", x)
         h, cache = Attention(cfg, self.layer, self.dtype, name="attn")(
-            normed, positions, mask, kv_positions, cache, cache_index, queries, slot
+            normed, positions, mask, kv_positions, cache, cache_index, queries, slot, sliding
         )
         if cfg.sandwich_norm:
             h = _norm(cfg, "post_attn_norm")(h)
@@ -116,7 +117,8 @@ class Block(nn.Module):
 
 class Layers(nn.Module):
     """One repeat of a scanned group's body: layers first .. first + period - 1 (as layer_<j>).
-    carry: (x, the group's cache or None); slot: the repeat (the index along the stacked axis)."""
+    carry: (x, the group's cache or None); step: (the repeat, the index along the stacked axis;
+    the repeat's sliding flags [period], or None where the repeats do not differ in them)."""
 
     cfg: DecoderConfig
     first: int
@@ -124,26 +126,36 @@ class Layers(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, carry, slot, positions, mask, kv_positions, cache_index):
-        x, cache = carry
+    def __call__(self, carry, step, positions, mask, kv_positions, cache_index):
+        (x, cache), (slot, sliding) = carry, step
         new = []
         for j in range(self.period):
             block = Block(self.cfg, self.first + j, self.dtype, name=f"layer_{j}")
             x, layer_cache = block(x, positions, mask, kv_positions, None if cache is None else cache[j], cache_index,
-                                   None, slot)
+                                   None, slot, None if sliding is None else sliding[j])
             new.append(layer_cache)
         return (x, None if cache is None else new), None
 
 
 def layer_kind(cfg: DecoderConfig, layer: int) -> str:
-    """What makes a layer's module differ from another's (models/stack.py groups by it)."""
-    return f"{'sliding' if cfg.is_sliding(layer) else 'global'}-{'moe' if cfg.is_moe(layer) else 'dense'}"
+    """What makes a layer's module differ from another's (models/stack.py groups by it): its MLP.
+    Sliding and global attention differ only in numbers (the window, the rotary base), scanned
+    as a per-layer flag: Gemma 2 and 3 and Cohere 2 scan one layer per step."""
+    return "moe" if cfg.is_moe(layer) else "dense"
+
+
+def sliding_flags(cfg: DecoderConfig, group) -> np.ndarray | None:
+    """The group's layers' sliding flags [repeats, period], None where every repeat has the same
+    (the body then knows each layer's statically)."""
+    flags = np.array([[cfg.is_sliding(group.first + r * group.period + j) for j in range(group.period)]
+                      for r in range(group.repeats)])
+    return flags if (flags != flags[:1]).any() else None
 
 
 @functools.lru_cache(maxsize=64)
 def decoder_groups(cfg: DecoderConfig):
-    """The decoder's layer groups: period cfg.layer_period, or the kinds' own (Gemma 2: 2, Gemma 3:
-    6, Cohere 2: 4, 1 for a uniform stack)."""
+    """The decoder's layer groups: period cfg.layer_period, or the kinds' own (1 for a uniform
+    stack, 2 for MoE layers every other layer)."""
     kinds = [layer_kind(cfg, i) for i in range(cfg.num_layers)]
     return layer_groups(kinds, cfg.layer_period or smallest_period(kinds), what=f"{cfg.arch} layer")
 
@@ -192,8 +204,8 @@ class Decoder(nn.Module):
         for k, group in enumerate(self.groups):
             unit = None if cache is None else cache[k]
             if group.scanned:
-                (x, unit), _ = self.scan[group.first]((x, unit), jnp.arange(group.repeats), positions, mask,
-                                                      kv_positions, cache_index)
+                step = (jnp.arange(group.repeats), sliding_flags(cfg, group))
+                (x, unit), _ = self.scan[group.first]((x, unit), step, positions, mask, kv_positions, cache_index)
             else:
                 new = []
                 for j, i in enumerate(range(group.first, group.end)):
@@ -245,6 +257,29 @@ class Decoder(nn.Module):
         """Touch every parameter (setup-style modules create params lazily)."""
         hidden, _ = self(tokens, positions, mask)
         return self.logits(hidden)
+
+
+def _where(flag, yes, no):
+    """yes where flag else no, for a flag known when tracing (a bool) or traced."""
+    if isinstance(flag, bool):
+        return yes if flag else no
+    return jnp.where(flag, yes, no)
+
+
+def _rotary(cfg: DecoderConfig, sliding, q, k, q_positions, positions):
+    """q and k rotated as the layer's attention rotates them: Gemma 3's sliding layers with their
+    own base (unscaled), Cohere 2's global layers not at all."""
+    if sliding is False and cfg.rope_sliding_only:
+        return q, k
+    inv_freq, scale = rope_frequencies(cfg.rope_dim, cfg.rope_theta, cfg.rope_scaling, cfg.max_positions, positions)
+    if cfg.rope_local_theta and sliding is not False:
+        local, local_scale = rope_frequencies(cfg.rope_dim, cfg.rope_local_theta, (), cfg.max_positions, positions)
+        inv_freq, scale = _where(sliding, local, inv_freq), _where(sliding, local_scale, scale)
+    rotated = (apply_rope(q, q_positions, inv_freq, cfg.rope_interleaved, scale),
+               apply_rope(k, positions, inv_freq, cfg.rope_interleaved, scale))
+    if cfg.rope_sliding_only:
+        return _where(sliding, rotated[0], q), _where(sliding, rotated[1], k)
+    return rotated
 
 
 def _at(x, index):

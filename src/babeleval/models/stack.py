@@ -7,10 +7,10 @@ layer_<j>` (j < period); a layer outside any scanned group (a group repeated onc
 layer, which is peeled off so that it can compute only the positions a caller wants) keeps its
 own `layers_<i>`. `slots` says where each layer's parameters go; the loaders fill them.
 
-Each layer has a kind (whatever changes its module: sliding or global attention, an MoE or a
-dense MLP). Layers split first into segments (runs of one segment key: the kind itself for a
-period of 1, so that MoE's leading dense layers and Qwen2's window split get groups of their
-own), then each segment into repeats of its first `period` layers; a repeat whose kinds differ
+Each layer has a kind (whatever changes its module: an MoE or a dense MLP; sliding or global
+attention is a per-layer flag the decoder scans, models/decoder.py). Layers split first into
+segments (runs of one segment key: the kind itself for a period of 1, so that MoE's leading
+dense layers get groups of their own), then each segment into repeats of its first `period` layers; a repeat whose kinds differ
 from the first's is an error naming both layers (a period set wrong never computes the wrong
 layer)."""
 from __future__ import annotations
@@ -135,6 +135,20 @@ def per_layer(params: dict, groups: Sequence[Group], prefix: str = "") -> dict:
 def _layer(x, slot: int):
     """Layer `slot` of a stacked array (of its shape and dtype, for an abstract one)."""
     return jax.ShapeDtypeStruct(x.shape[1:], x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else x[slot]
+
+
+def saved_groups(tree: dict, prefix: str = "") -> tuple[Group, ...]:
+    """The groups a stacked tree holds (a checkpoint's, saved by another version): its
+    `scan_<first>` (period: its layer_<j>, repeats: their leaves' leading axis) and `layers_<i>`."""
+    groups = []
+    for key, node in tree.items():
+        found = re.match(rf"{prefix}(scan|layers)_(\d+)$", key)
+        if found and found[1] == "layers":
+            groups.append(Group(int(found[2]), 1, 1))
+        elif found:
+            period = sum(bool(re.match(r"layer_\d+$", k)) for k in node)
+            groups.append(Group(int(found[2]), period, jax.tree.leaves(node)[0].shape[0]))
+    return tuple(sorted(groups, key=lambda g: g.first))
 
 
 def stacked(layers: dict, groups: Sequence[Group], prefix: str = "", stack=None) -> dict:
