@@ -35,9 +35,9 @@ def test_save_restore_is_exact(tmp_path):
 
 def test_a_checkpoint_saved_per_layer_is_stacked_at_restore(tmp_path):
     """A checkpoint saved before the layer stack was scanned (one layers_<i> subtree per layer),
-    or in other groups with the same top-level names (Gemma 2 and 3 scanned 2 and 6 layers per
-    step before sliding layers became a flag), restores into this version's groups, equal to the
-    model; a layout neither is refused in one line."""
+    or in other groups (the last layer apart; Gemma 2 and 3 scanned 2 and 6 layers per step
+    before sliding layers became a flag: the same top-level names), restores into this
+    version's groups, equal to the model; a layout neither is refused in one line."""
     import shutil
 
     import orbax.checkpoint as ocp
@@ -47,16 +47,18 @@ def test_a_checkpoint_saved_per_layer_is_stacked_at_restore(tmp_path):
     from babeleval.models.decoder import decoder_groups
     from babeleval.models.stack import Group, per_layer, stacked
 
-    build("llama", tmp_path / "hf", num_hidden_layers=5)  # 0-3 scanned, 4 apart
+    build("llama", tmp_path / "hf", num_hidden_layers=4)
     model = load_model(str(tmp_path / "hf"))
     folder = model.save(tmp_path / "ckpt")
     (folder / MANIFEST).unlink()
     groups = decoder_groups(model.config)
-    assert groups == (Group(0, 1, 4), Group(4, 1, 1))
+    assert groups == (Group(0, 1, 4),)
     layers = per_layer(model.params, groups)
-    period = stacked(layers, (Group(0, 2, 2), Group(4, 1, 1)))  # scan_0/layer_0..1 [2, ...], layers_4
+    peeled = stacked(layers, (Group(0, 1, 3), Group(3, 1, 1)))  # the last layer apart, as saved until 2026-12-07
+    period = stacked(layers, (Group(0, 2, 2),))  # scan_0/layer_0..1 [2, ...]: the same top-level names
     assert set(period) == set(model.params)
-    for layout, name in ((layers, "old"), (period, "period"), ({"embed": model.params["embed"]}, "odd")):
+    odd = {"embed": model.params["embed"]}
+    for layout, name in ((layers, "old"), (peeled, "peeled"), (period, "period"), (odd, "odd")):
         shutil.rmtree(folder / "params")
         checkpointer = ocp.StandardCheckpointer()
         checkpointer.save(folder / "params", layout)

@@ -23,19 +23,18 @@ def gemma3_kinds(n):
 
 
 def test_groups_of_known_stacks():
-    # a uniform stack: one scanned group, the last layer peeled off
-    assert layer_groups(["x"] * 32) == (Group(0, 1, 31), Group(31, 1, 1))
-    # Gemma 3 (26 layers): 4 repeats of 5 local + 1 global, then two local layers unrolled
+    # a uniform stack: one scanned group, the last layer in it (run apart only where a prefill wants it)
+    assert layer_groups(["x"] * 32) == (Group(0, 1, 32),)
+    # a period of 6 (MoE every sixth layer, 26 layers): 4 repeats, then two layers unrolled
     assert smallest_period(gemma3_kinds(26)) == 6
-    assert layer_groups(gemma3_kinds(26), 6) == (Group(0, 6, 4), Group(24, 1, 1), Group(25, 1, 1))
-    # 18 layers: the last repeat peeled off whole, its last layer apart
-    assert layer_groups(gemma3_kinds(18), 6) == (Group(0, 6, 2), Group(12, 5, 1), Group(17, 1, 1))
-    # Gemma 2 alternates; Cohere 2 repeats 3 local + 1 global
-    assert layer_groups(["local", "global"] * 13, 2)[0] == Group(0, 2, 12)
+    assert layer_groups(gemma3_kinds(26), 6) == (Group(0, 6, 4), Group(24, 2, 1))
+    assert layer_groups(gemma3_kinds(18), 6) == (Group(0, 6, 3),)
+    # alternating; 3 + 1
+    assert layer_groups(["local", "global"] * 13, 2)[0] == Group(0, 2, 13)
     assert smallest_period((["local"] * 3 + ["global"]) * 8) == 4
-    # MoE with a leading dense layer, Qwen2's window split: segments of their own
-    assert layer_groups(["dense"] + ["moe"] * 47) == (Group(0, 1, 1), Group(1, 1, 46), Group(47, 1, 1))
-    assert layer_groups(["full"] * 28 + ["sliding"] * 8) == (Group(0, 1, 28), Group(28, 1, 7), Group(35, 1, 1))
+    # MoE with a leading dense layer, a split stack: segments of their own
+    assert layer_groups(["dense"] + ["moe"] * 47) == (Group(0, 1, 1), Group(1, 1, 47))
+    assert layer_groups(["full"] * 28 + ["sliding"] * 8) == (Group(0, 1, 28), Group(28, 1, 8))
     assert smallest_period(["full"] * 28 + ["sliding"] * 8) == 1
     # where each layer's parameters go
     table = slots(layer_groups(gemma3_kinds(13), 6))
@@ -47,12 +46,12 @@ def test_a_period_that_does_not_fit_is_refused():
     refused, naming them. Sliding and global layers are one kind (a per-layer flag)."""
     moe = dict(num_experts=4, experts_per_token=2, moe_intermediate_size=32)
     cfg = DecoderConfig(**NARROW, **moe, num_layers=18, moe_layers=tuple((i + 1) % 3 == 0 for i in range(18)))
-    assert decoder_groups(cfg)[0] == Group(0, 3, 5)
+    assert decoder_groups(cfg) == (Group(0, 3, 6),)
     with pytest.raises(BabelevalError, match=r"layer 2 is moe but .* layer 0, .* period 2 does not fit"):
         decoder_groups(dataclasses.replace(cfg, layer_period=2))
     types = tuple("full" if k == "global" else "sliding" for k in gemma3_kinds(18))
     gemma3 = DecoderConfig(**NARROW, num_layers=18, layer_types=types, sliding_window=4)
-    assert decoder_groups(gemma3) == (Group(0, 1, 17), Group(17, 1, 1))
+    assert decoder_groups(gemma3) == (Group(0, 1, 18),)
 
 
 def program_size(layers: int) -> int:

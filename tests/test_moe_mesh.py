@@ -67,7 +67,6 @@ def test_every_mesh_gives_the_one_device_results(meshes, mesh):
 def test_experts_split_whole_along_model(meshes, mesh):
     model = int(mesh.split("x")[1])
     entry = meshes[mesh]
-    # [experts, in, out] (down, gate/up) of the last layer; [layers, experts, in, out] of the scanned ones
-    assert entry["expert_shapes"] == [[2, 8, 32, 64], [2, 8, 64, 32], [8, 32, 64], [8, 64, 32]]
-    assert entry["expert_shards"] == sorted([[2, 8 // model, 32, 64], [2, 8 // model, 64, 32], [8 // model, 32, 64],
-                                             [8 // model, 64, 32]])
+    # [layers, experts, in, out] (down, gate/up) of the scanned layers
+    assert entry["expert_shapes"] == [[3, 8, 32, 64], [3, 8, 64, 32]]
+    assert entry["expert_shards"] == sorted([[3, 8 // model, 32, 64], [3, 8 // model, 64, 32]])

@@ -99,13 +99,13 @@ def _types(n: int, period: int) -> list:
 # Qwen2-MoE's sparse layers every other layer make a period of 2.
 DEEP = {
     "gemma3": dict(num_hidden_layers=13, layer_types=_types(13, 6)),  # 5 local + 1 global, twice, + 1
-    "glm4_moe": dict(num_hidden_layers=5),  # a leading dense layer, then 3 MoE layers scanned
+    "glm4_moe": dict(num_hidden_layers=5),  # a leading dense layer, then 4 MoE layers scanned
     "qwen2_moe": dict(num_hidden_layers=7, decoder_sparse_step=2, mlp_only_layers=[]),  # dense, MoE, ... : 3 repeats of 2
     "gemma2": dict(num_hidden_layers=5, layer_types=_types(5, 2)),
     "cohere2": dict(num_hidden_layers=9, layer_types=_types(9, 4)),
 }
-DEEP_GROUPS = {"gemma3": (0, 1, 12), "glm4_moe": (1, 1, 3), "qwen2_moe": (0, 2, 3), "gemma2": (0, 1, 4),
-               "cohere2": (0, 1, 8)}
+DEEP_GROUPS = {"gemma3": (0, 1, 13), "glm4_moe": (1, 1, 4), "qwen2_moe": (0, 2, 3), "gemma2": (0, 1, 5),
+               "cohere2": (0, 1, 9)}
 
 
 @pytest.mark.parametrize("family", [f if f in ("gemma3", "glm4_moe") else pytest.param(f, marks=pytest.mark.full)
@@ -249,7 +249,9 @@ def test_last_layer_at_chosen_positions_only(family, built):
     import jax
 
     for ours_kv, full_kv in zip(jax.tree.leaves(picked_cache), jax.tree.leaves(cache), strict=True):
-        np.testing.assert_array_equal(np.asarray(ours_kv), np.asarray(full_kv))
+        # the last repeat runs apart from the scan (other fusions): equal up to float32 rounding
+        full_kv = np.asarray(full_kv)
+        np.testing.assert_allclose(np.asarray(ours_kv), full_kv, rtol=0, atol=RELATIVE * np.abs(full_kv).max())
 
 
 def test_legacy_gemma_gelu_is_the_tanh_approximation():

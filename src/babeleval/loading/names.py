@@ -245,13 +245,13 @@ def to_param_tree(tensors, cfg, expected, source: str, dtype, place=None) -> dic
                 if kind == "linear" and target == "lm_head" and getattr(cfg, "tie_embeddings", False):
                     break  # a tied head some exporters still write out
                 array = array if isinstance(array, QArray) else np.asarray(array)
-                for name, part in _leaves(kind, leaf, match.expand(target), array, cfg).items():
-                    name, slot = _slotted(name, table)
+                for layer_name, part in _leaves(kind, leaf, match.expand(target), array, cfg).items():
+                    name, slot = _slotted(layer_name, table)
                     if kind == "expert":
                         name, part = _stack_expert(name, slot, part, experts, want)
                         if part is None:
                             continue
-                    _check_shape(source, name, part, want, stacked=slot is not None)
+                    _check_shape(source, name, part, want, slot is not None, layer_name.split("#")[0], key)
                     if name in want:  # a quantized weight is placed as it is stored
                         part = part if isinstance(part, QArray) else np.asarray(part).astype(dtype, copy=False)
                         if slot is not None:
@@ -309,11 +309,13 @@ def _stack_expert(name: str, layer_slot, part, pending: dict, want: dict):
     return path, stacked([slots[i] for i in sorted(slots)])
 
 
-def _check_shape(source: str, key: str, array, want: dict, stacked: bool = False) -> None:
+def _check_shape(source: str, key: str, array, want: dict, stacked: bool, layer_name: str, tensor: str) -> None:
+    """key: the parameter's path (a stack's, when stacked: one layer of it is expected);
+    layer_name: the layer's own path; tensor: the file's name for it."""
     expected = tuple(want[key].shape)[1 if stacked else 0:] if key in want else None
     if expected is not None and tuple(array.shape) != expected:
-        raise BabelevalError(f"{source}: shape mismatch for {key}{' (one layer of its stack)' if stacked else ''}: "
-                             f"expected {expected}, found {tuple(array.shape)}")
+        raise BabelevalError(f"{source}: shape mismatch for {layer_name}: expected {expected}, found "
+                             f"{tuple(array.shape)} (file tensor {tensor})")
 
 
 LAYER_PATH = re.compile(r"^(layers|encoder|decoder)_(\d+)/")

@@ -118,7 +118,8 @@ class Block(nn.Module):
 class Layers(nn.Module):
     """One repeat of a scanned group's body: layers first .. first + period - 1 (as layer_<j>).
     carry: (x, the group's cache or None); step: (the repeat, the index along the stacked axis;
-    the repeat's sliding flags [period], or None where the repeats do not differ in them)."""
+    the repeat's sliding flags [period], or None where the repeats do not differ in them);
+    queries: the positions the body's last layer computes (Block), when it runs apart."""
 
     cfg: DecoderConfig
     first: int
@@ -126,13 +127,14 @@ class Layers(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, carry, step, positions, mask, kv_positions, cache_index):
+    def __call__(self, carry, step, positions, mask, kv_positions, cache_index, queries=None):
         (x, cache), (slot, sliding) = carry, step
         new = []
         for j in range(self.period):
             block = Block(self.cfg, self.first + j, self.dtype, name=f"layer_{j}")
             x, layer_cache = block(x, positions, mask, kv_positions, None if cache is None else cache[j], cache_index,
-                                   None, slot, None if sliding is None else sliding[j])
+                                   queries if j == self.period - 1 else None, slot,
+                                   None if sliding is None else sliding[j])
             new.append(layer_cache)
         return (x, None if cache is None else new), None
 
@@ -203,18 +205,38 @@ class Decoder(nn.Module):
         new_cache = []
         for k, group in enumerate(self.groups):
             unit = None if cache is None else cache[k]
-            if group.scanned:
+            last = outputs if group.end == cfg.num_layers else None
+            if group.scanned and last is not None:
+                x, unit = self._last_apart(group, (x, unit), positions, mask, kv_positions, cache_index, last)
+            elif group.scanned:
                 step = (jnp.arange(group.repeats), sliding_flags(cfg, group))
                 (x, unit), _ = self.scan[group.first]((x, unit), step, positions, mask, kv_positions, cache_index)
             else:
                 new = []
                 for j, i in enumerate(range(group.first, group.end)):
                     x, layer_cache = self.layers[i](x, positions, mask, kv_positions, None if unit is None else unit[j],
-                                                    cache_index, outputs if i == cfg.num_layers - 1 else None)
+                                                    cache_index, last if i == cfg.num_layers - 1 else None)
                     new.append(layer_cache)
                 unit = None if unit is None else new
             new_cache.append(unit)
         return self.final_norm(x), (None if cache is None else new_cache)
+
+    def _last_apart(self, group, carry, positions, mask, kv_positions, cache_index, outputs):
+        """The group holding the last layer with its last repeat run apart, so that the last layer
+        computes only `outputs`: a loop over the other repeats, then the last, each reading its
+        slot of the stacked parameters (an index, not a copy of the stack). Only programs with
+        outputs (a prefill) hold the body twice."""
+        params = self.scan[group.first].variables["params"]
+        flags = sliding_flags(self.cfg, group)
+        body = Layers(self.cfg, group.first, group.period, self.dtype, parent=None)
+
+        def repeat(carry, r, queries=None):
+            step = (r, None if flags is None else jnp.asarray(flags)[r])
+            layer = jax.tree.map(lambda p: p[r], params)
+            return body.apply({"params": layer}, carry, step, positions, mask, kv_positions, cache_index, queries)[0]
+
+        carry, _ = jax.lax.scan(lambda c, r: (repeat(c, r), None), carry, jnp.arange(group.repeats - 1))
+        return repeat(carry, group.repeats - 1, outputs)
 
     def logits(self, hidden):
         """Project hidden states to float32 vocabulary logits (soft-capped where the family does),

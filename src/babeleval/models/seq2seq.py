@@ -167,10 +167,10 @@ class DecoderRepeat(nn.Module):
 
 def stack_groups(cfg: Seq2SeqConfig, side: str):
     """The encoder's or decoder's layer groups (models/stack.py): a layer with a relative bias
-    table of its own (T5's first) apart from those without; no layer is peeled off."""
+    table of its own (T5's first) apart from those without."""
     n = cfg.encoder_layers if side == "encoder" else cfg.decoder_layers
     kinds = ["own bias table" if cfg.has_relative_bias(i) else "shared bias" for i in range(n)]
-    return layer_groups(kinds, 1, peel_last=False, what=f"{cfg.arch} {side} layer")
+    return layer_groups(kinds, 1, what=f"{cfg.arch} {side} layer")
 
 
 class EncoderDecoder(nn.Module):

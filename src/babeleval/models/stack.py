@@ -3,9 +3,10 @@ a group's body is `period` consecutive layers, repeated `repeats` times, so the 
 holds the body once whatever the depth.
 
 A group's parameters are stacked along a leading axis [repeats, ...] under `scan_<first layer>/
-layer_<j>` (j < period); a layer outside any scanned group (a group repeated once, the last
-layer, which is peeled off so that it can compute only the positions a caller wants) keeps its
-own `layers_<i>`. `slots` says where each layer's parameters go; the loaders fill them.
+layer_<j>` (j < period); a layer outside any scanned group (a group repeated once) keeps its own
+`layers_<i>`. `slots` says where each layer's parameters go; the loaders fill them. The last
+layer stays in its group: a caller that wants it at chosen positions only runs the group's last
+repeat apart at call time (models/decoder.py), so that every other program holds one body.
 
 Each layer has a kind (whatever changes its module: an MoE or a dense MLP; sliding or global
 attention is a per-layer flag the decoder scans, models/decoder.py). Layers split first into
@@ -52,9 +53,9 @@ def smallest_period(kinds: Sequence[Hashable]) -> int:
 
 
 def layer_groups(kinds: Sequence[Hashable], period: int = 1, segment_keys: Sequence[Hashable] | None = None,
-                 peel_last: bool = True, what: str = "layer") -> tuple[Group, ...]:
+                 what: str = "layer") -> tuple[Group, ...]:
     """The groups of a stack whose layer i has kinds[i]; segment_keys default to the kinds for a
-    period of 1, else to one segment. peel_last: the last layer a group of its own."""
+    period of 1, else to one segment."""
     n = len(kinds)
     keys = list(segment_keys) if segment_keys is not None else (list(kinds) if period == 1 else [0] * n)
     groups: list[Group] = []
@@ -65,12 +66,6 @@ def layer_groups(kinds: Sequence[Hashable], period: int = 1, segment_keys: Seque
             end += 1
         groups.extend(_segment(kinds, start, end, period, what))
         start = end
-    if peel_last and groups and groups[-1].scanned:
-        last = groups.pop()
-        groups += [Group(last.first, last.period, last.repeats - 1), Group(last.end - last.period, last.period, 1)]
-    if peel_last and groups and groups[-1].period > 1:
-        last = groups.pop()
-        groups += [Group(last.first, last.period - 1, 1), Group(last.end - 1, 1, 1)]
     return tuple(groups)
 
 
