@@ -297,5 +297,5 @@ def test_an_fp8_mixture_of_experts(tmp_path):
     model, got = babeleval_logits(tmp_path / "fp8")
     assert np.abs(got - want).max() <= 2e-5 * np.abs(want).max()
     experts = [x for x in __import__("jax").tree_util.tree_leaves(model.params, is_leaf=lambda x: isinstance(x, QArray))
-               if isinstance(x, QArray) and x.ndim >= 3]  # [(layers,) experts, in, out]
-    assert len(experts) == 2 * 3 and all(x.layout == "fp8_e4m3" and x.shape[-3] == 8 for x in experts)
+               if isinstance(x, QArray) and x.ndim == 4]  # [layers, experts, in, out]: both layers in one stack
+    assert len(experts) == 3 and all(x.layout == "fp8_e4m3" and x.shape[:2] == (2, 8) for x in experts)
