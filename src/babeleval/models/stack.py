@@ -11,9 +11,9 @@ repeat apart at call time (models/decoder.py), so that every other program holds
 Each layer has a kind (whatever changes its module: an MoE or a dense MLP; sliding or global
 attention is a per-layer flag the decoder scans, models/decoder.py). Layers split first into
 segments (runs of one segment key: the kind itself for a period of 1, so that MoE's leading
-dense layers get groups of their own), then each segment into repeats of its first `period` layers; a repeat whose kinds differ
-from the first's is an error naming both layers (a period set wrong never computes the wrong
-layer)."""
+dense layers get groups of their own), then each segment into repeats of its first `period`
+layers; a repeat whose kinds differ from the first's is an error naming both layers (a period
+set wrong never computes the wrong layer)."""
 from __future__ import annotations
 
 import re

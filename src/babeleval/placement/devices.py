@@ -57,8 +57,8 @@ CPU_FLAGS = {  # XLA CPU flags babeleval sets unless XLA_FLAGS names them (cpu_c
 def cpu_compiler_flags() -> None:
     """Add CPU_FLAGS to XLA_FLAGS, each unless the user set it. Measured on GGUFs of Llama-3-8B's
     shapes (bench/gguf_8b.py, RESULTS.md): XLA's concurrency-optimized scheduler started the
-    (then unscanned) last layer's dequantization before the scan and holds it through it (+1.2 GB), and
-    YNNPACK fusing more than single dots (a layer's whole MLP) takes buffers of its own that
+    (then unscanned) last layer's dequantization before the scan and held it through it
+    (+1.2 GB), and YNNPACK fusing more than single dots (a layer's whole MLP) takes buffers of its own that
     XLA's memory_analysis does not count (+1.35 GB at 4 layers); without both, scoring peaks at
     the weights and one layer's temporaries, at the same speed. (Turning YNNPACK off entirely:
     2.3x slower.) XLA reads XLA_FLAGS once, when its first backend starts: later this is a no-op."""
