@@ -167,3 +167,33 @@ def test_row_bytes_split_inside_jit_dequantize_as_gguf_does(qtype):
     with np.errstate(invalid="ignore", over="ignore"):
         want = gguf.quants.dequantize(raw, getattr(gguf.GGMLQuantizationType, qtype))
     np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def test_generation_reads_a_quantized_head_a_slice_at_a_time(folders, tmp_path, monkeypatch):
+    """Greedy generation with the Q4_K head equals the dequantized model's tokens, the head read in
+    slices of VOCAB_CHUNK rows (here 5,000 of 49,152: ten slices, the last overlapping the ninth);
+    the step's program holds no dense [vocabulary, hidden] head, which the dense model's does."""
+    import jax
+
+    from babeleval.engine import head
+    from babeleval.engine.generate import Generator
+    from babeleval.loading import load_model
+    from babeleval.models import build_module
+    from babeleval.requests import Generate
+
+    monkeypatch.setattr(head, "VOCAB_CHUNK", 5000)
+    path = write_gguf(folders["llama"], tmp_path / "Q4_K.gguf", "Q4_K")
+    quantized, dense = load_model(str(path)), load_model(str(path), quantize="none")
+    requests = [Generate(p, (), 12) for p in ("Kila mtu ana haki ya", "Habari za asubuhi", "Ibu pergi ke")]
+    got = Generator(quantized, max_length=64).generate(requests)
+    assert got == Generator(dense, max_length=64).generate(requests) and all(got)
+
+    module = build_module(quantized.config, quantized.dtype)
+
+    def temporaries(step):  # bytes the compiled step holds besides its inputs and outputs
+        program = jax.jit(lambda params, hidden: step(module, params, hidden)).lower(quantized.params, np.ones((2, 256)))
+        return program.compile().memory_analysis().temp_size_in_bytes
+
+    whole = quantized.config.vocab_size * 256 * 4  # the head dense in float32
+    all_logits = lambda module, params, hidden: module.apply({"params": params}, hidden, method=type(module).logits)
+    assert temporaries(head.greedy_tokens) < whole / 4 <= whole <= temporaries(all_logits)

@@ -153,7 +153,7 @@ FORMATS = {
     "awq": (awq, {"quant_method": "awq", "bits": 4, "group_size": 64, "version": "gemm", "zero_point": True},
             "uint4", 4.625),
     "gptq-act-order": (lambda w: gptq(w, True), {"quant_method": "gptq", "bits": 4, "group_size": 64,
-                                                 "desc_act": True, "sym": False}, None, 32.0),
+                                                 "desc_act": True, "sym": False}, "uint4", 4.8),  # + ORDER
 }
 # transformers 5.24 with compressed-tensors 0.20 re-initialises the packed zero points of an
 # asymmetric pack-quantized folder ("size mismatch": it expects them unpacked), and an
@@ -217,7 +217,7 @@ DEFAULT_TIER = ("fp8-blocks", "ct-int4-sym", "gptq", "awq")  # one of each reade
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT_TIER else pytest.param(n, marks=pytest.mark.full) for n in FORMATS])
 def test_a_hub_quantized_folder_gives_its_dequantized_logits(dense, tmp_path, name):
-    from babeleval.quant import QArray
+    from babeleval.quant import ORDER, QArray
 
     reference = write(dense, tmp_path / name, name)
     want = reference_logits(dense, tmp_path / name, name, reference)
@@ -227,16 +227,55 @@ def test_a_hub_quantized_folder_gives_its_dequantized_logits(dense, tmp_path, na
     layout, bits = FORMATS[name][2], FORMATS[name][3]
     held = [x for x in __import__("jax").tree_util.tree_leaves(model.params, is_leaf=lambda x: isinstance(x, QArray))
             if isinstance(x, QArray)]
-    if layout is None:  # act-order GPTQ: dequantized at load
-        assert not held
-        return
     assert {x.layout for x in held} == {layout}
+    assert all((ORDER in x.fields) == name.endswith("act-order") for x in held)
     assert all(abs(x.bits - bits) < 0.2 for x in held), [x.bits for x in held]  # packed codes placed, not float32
     summary = model.quantization
     assert summary["method"] == FORMATS[name][1]["quant_method"]
     assert summary["types"][layout]["tensors"] == 2 * 7  # q k v o gate up down of both layers
     _, dense_logits = babeleval_logits(tmp_path / name, quantize="none")  # dequantized at load: the same model
     assert np.abs(dense_logits - got).max() <= 1e-5 * scale
+
+
+def test_gptq_act_order_is_held_sorted_by_group():
+    """An act-order module's codes are held with the inputs sorted by group, each group one run of
+    64 (a row's scales and zero points as GPTQ stores them), and dequantize to the numpy
+    unpacking's weight bit for bit; groups that are not equal runs once sorted are refused (the
+    loader dequantizes them whole)."""
+    from babeleval.quant import ORDER
+    from babeleval.quant.hub_formats import gptq as read_gptq, gptq_act_order
+
+    w = np.random.default_rng(3).normal(0, 1, (96, 256)).astype(np.float32)
+    parts, want = gptq(w, act_order=True)
+    q = read_gptq(parts["qweight"], parts["qzeros"], parts["scales"], 4, 64, True, parts["g_idx"])
+    assert q.layout == "uint4" and q.fields["qs"].shape == (96, 4, 32) and q.fields[ORDER].shape == (256,)
+    assert np.array_equal(np.asarray(q.dequantize(np.float32, np)), want)
+    assert np.array_equal(np.asarray(q.dequantize()), want)  # inside jit's ops as well
+    uneven = parts["g_idx"].copy()
+    uneven[uneven == 0] = 1  # group 1 now holds 128 inputs, group 0 none
+    assert read_gptq(parts["qweight"], parts["qzeros"], parts["scales"], 4, 64, True, uneven) is None
+    assert gptq_act_order(parts["qweight"], parts["qzeros"], parts["scales"], uneven, 4, True).shape == (96, 256)
+
+
+@pytest.mark.full
+def test_an_act_order_folder_split_over_the_model_axis_and_saved(dense, tmp_path):
+    """The act-order GPTQ folder on model=2 (its ORDER whole, the codes split as the dense weight)
+    gives the one-device logits, and an orbax checkpoint restores its ORDER as loaded."""
+    from babeleval.engine.forward import decoder_logits
+    from babeleval.loading import load_model
+    from babeleval.quant import ORDER
+
+    write(dense, tmp_path / "gptq", "gptq-act-order")
+    one, want = babeleval_logits(tmp_path / "gptq")
+    split = load_model(str(tmp_path / "gptq"), mesh="data=1,model=2")
+    got = np.asarray(decoder_logits(split.params, IDS, np.ones_like(IDS), split.config))
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    restored = load_model(str(one.save(tmp_path / "ckpt")))
+    down = restored.params["scan_0"]["layer_0"]["mlp"]["down"]["kernel"]
+    assert np.array_equal(np.asarray(down.fields[ORDER]),
+                          np.asarray(one.params["scan_0"]["layer_0"]["mlp"]["down"]["kernel"].fields[ORDER]))
+    again = np.asarray(decoder_logits(restored.params, IDS, np.ones_like(IDS), restored.config))
+    assert np.array_equal(again, want)
 
 
 def test_fp8_blocks_at_an_edge_and_per_tensor():

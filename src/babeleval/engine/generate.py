@@ -30,10 +30,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..models import Decoder, build_module
+from ..models import build_module
 from ..models.decoder import empty_cache
 from ..models.stack import cache_slots
 from ..runlog import warn_once
+from .head import greedy_tokens
 from .prefix import attention_inputs, prefix_bucket, prefix_groups, prefix_rows, prefix_table
 from .buckets import CompileCounter, batch_size_for, length_batches, length_bucket, next_pow2, padded_rows
 from .packed_prefill import empty_buffer, group_row, prefill_lines, take_group, window_calls, window_rows, windows
@@ -54,8 +55,7 @@ def _prefill_on_device(params, prefix, tokens, valid, config, dtype):
     mask = jnp.tril(jnp.ones((p, p), bool))[None] & valid[:, None, :] | jnp.eye(p, dtype=bool)[None]
     inputs = attention_inputs(prefix, positions, mask, valid, empty_cache(config, b, p, dtype))
     hidden, cache = module.apply({"params": params}, tokens, **inputs, outputs=jnp.full((b, 1), p - 1))
-    logits = module.apply({"params": params}, hidden[:, 0], method=Decoder.logits)
-    return jnp.argmax(logits, axis=-1).astype(jnp.int32), cache
+    return greedy_tokens(module, params, hidden[:, 0]), cache
 
 
 @partial(jax.jit, static_argnames=("config", "dtype"))
@@ -94,7 +94,7 @@ def _decode_on_device(params, stop_ids, limit, first, cache, valid, config, dtyp
         slots = slots.at[:, p + step].set(True)
         hidden, cache = apply(token[:, None], (lengths + step)[:, None], slots[:, None, :], cache=cache,
                               cache_index=p + step, kv_positions=kv_positions)
-        token = jnp.argmax(apply(hidden[:, 0], method=Decoder.logits), axis=-1).astype(jnp.int32)
+        token = greedy_tokens(module, params, hidden[:, 0])
         return step + 1, token, cache, slots, done, out
 
     state = (jnp.int32(0), first, cache, slots, ~valid.any(axis=1), jnp.full((b, max_new), -1, jnp.int32))  # padding rows: done

@@ -57,6 +57,33 @@ def score_positions(module, params, hidden, positions, targets, count):
     return jax.lax.fori_loop(0, (count + HEAD_CHUNK - 1) // HEAD_CHUNK, chunk, start)
 
 
+def greedy_tokens(module, params, hidden):
+    """hidden: [B, D] -> the arg-max token of each row [B] int32 (a generation step). A quantized
+    head is read VOCAB_CHUNK rows at a time, keeping each row's best so far (the first arg-max
+    wins, as jnp.argmax's), so a decode step never holds the whole head dense (and XLA has no
+    whole dense head to hoist out of the decode loop)."""
+    if not _quantized_head(module, params):
+        logits = module.apply({"params": params}, hidden, method=type(module).logits)
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    vocab = module.cfg.vocab_size
+    pieces = -(-vocab // VOCAB_CHUNK)
+    size = -(-vocab // pieces)
+
+    def piece(v, carry):
+        top, best = carry
+        first = v * size
+        start = jnp.minimum(first, vocab - size)  # the last slice ends at the vocabulary's end
+        rows = module.apply({"params": params}, start, size, method=type(module).head_rows)
+        logits = module.apply({"params": params}, hidden, rows, method=type(module).project)
+        logits = jnp.where(start + jnp.arange(size) >= first, logits, -jnp.inf)  # rows an earlier slice took
+        here = jnp.max(logits, axis=-1)
+        better = here > top
+        return jnp.where(better, here, top), jnp.where(better, start + jnp.argmax(logits, axis=-1), best)
+
+    start = (jnp.full(hidden.shape[0], -jnp.inf, jnp.float32), jnp.zeros(hidden.shape[0], jnp.int32))
+    return jax.lax.fori_loop(0, pieces, piece, start)[1].astype(jnp.int32)
+
+
 def _quantized_head(module, params) -> bool:
     """A Decoder's head held quantized on one device per data shard (a head split over a model
     axis is dequantized shard by shard as it is: slicing it by traced rows would gather it)."""

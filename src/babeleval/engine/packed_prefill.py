@@ -25,10 +25,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..models import Decoder, build_module
+from ..models import build_module
 from ..models.decoder import empty_cache
 from ..models.stack import cache_slots
 from ..placement.devices import constrain_kv, per_device
+from .head import greedy_tokens
 from .prefix import attention_inputs
 from .scoring import tree_mask
 
@@ -152,8 +153,7 @@ def _prefill_lines_on_device(params, index, buffer, first, tokens, positions, en
     buffer = jax.tree.map(lambda b, x: jax.lax.dynamic_update_slice(b, x.astype(b.dtype), (index,) + (0,) * (b.ndim - 1)),
                           buffer, kv)
     picked = hidden[at // length, jnp.arange(at.size)]
-    logits = module.apply({"params": params}, picked, method=Decoder.logits)
-    return jnp.where(last >= 0, jnp.argmax(logits, axis=-1).astype(jnp.int32), first), buffer
+    return jnp.where(last >= 0, greedy_tokens(module, params, picked), first), buffer
 
 
 @partial(jax.jit, static_argnames=("config", "dtype"), donate_argnames=("buffer", "first"))

@@ -126,12 +126,12 @@ def _decoded(scheme: Scheme, parts: dict, prefix: str, source: str):
         group = scheme.block[1]
         if scheme.method == "awq":
             return hub_formats.awq(qweight, qzeros, scales, scheme.bits, group)
-        inputs = qweight.shape[0] * 32 // scheme.bits
         g_idx = parts.get("g_idx")
-        if g_idx is not None and not np.array_equal(g_idx, np.arange(inputs) // (group or inputs)):
-            LOGGER.warning(f"{source}: {prefix}: GPTQ act-order groups (desc_act) are dequantized at load")
+        kept = hub_formats.gptq(qweight, qzeros, scales, scheme.bits, group, scheme.v1, g_idx)
+        if kept is None:
+            LOGGER.warning(f"{source}: {prefix}: GPTQ act-order groups (desc_act) of unequal sizes are dequantized at load")
             return hub_formats.gptq_act_order(qweight, qzeros, scales, g_idx, scheme.bits, scheme.v1)
-        return hub_formats.gptq(qweight, qzeros, scales, scheme.bits, group, scheme.v1)
+        return kept
     if scheme.method == "fp8":
         weight = parts["weight"]
         return hub_formats.fp8(weight, parts["weight_scale_inv"], _block(scheme.block, weight.shape))

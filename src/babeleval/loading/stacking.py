@@ -132,7 +132,7 @@ def _write_raw(stack: QStack, index: int, part: QArray) -> None:
 
 def _same_kind(first, part) -> bool:
     return (first is not None and isinstance(part, QArray) and part.layout == first.layout
-            and part.transposed == first.transposed and part.shape == first.shape
+            and part.transposed == first.transposed and part.shape == first.shape and set(part.fields) == set(first.fields)
             and all(np.shape(part.fields[k]) == np.shape(first.fields[k]) for k in first.fields))
 
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from flax.linen.dtypes import promote_dtype
 from flax.linen.linear import default_embed_init, default_kernel_init
 
-from ..quant import QArray, is_quantized
+from ..quant import ORDER, QArray, is_quantized
 
 
 def stored(module: nn.Module, name: str, init, shape: tuple, dtype):
@@ -35,7 +35,8 @@ def vocab_rows(value, start, size: int, dtype):
     stored rows are the vocabulary either way). A QArray's blocks are sliced before they are
     dequantized, so only those rows are ever dense (engine/head.py)."""
     if is_quantized(value):
-        fields = {k: jax.lax.dynamic_slice_in_dim(v, start, size, axis=0) for k, v in value.fields.items()}
+        fields = {k: v if k == ORDER else jax.lax.dynamic_slice_in_dim(v, start, size, axis=0)
+                  for k, v in value.fields.items()}
         return QArray(fields, value.layout, (size,) + value.stored_shape[1:]).dequantize(dtype)
     return jax.lax.dynamic_slice_in_dim(value, start, size, axis=0).astype(dtype)
 

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from ..quant import QArray, QStack, is_quantized
+from ..quant import ORDER, QArray, QStack, is_quantized
 from ..quant.layouts import LAYOUTS
 
 HEAD = "head"  # split only between whole attention heads (units of config.head_dim)
@@ -66,7 +66,8 @@ def quantized_spec(spec: P, q, model: int):
     split as the dense weight's output (or vocabulary) axis, its blocks as the input axis (one
     block per row of byte codes, int8's or FP8's channels: its bytes), a block's packed codes and scales never; whole
     where the blocks do not divide the model axis. A QStack: its raw [layers, *lead, rows, row
-    bytes] rows split as the dense weight's output rows, its bytes never; `which` whole."""
+    bytes] rows split as the dense weight's output rows, its bytes never; `which` whole. An act-order
+    weight's ORDER ([*lead, inputs]) is whole along the inputs."""
     if isinstance(q, QStack):
         dense = tuple(spec) + (None,) * (q.ndim - len(spec))
         stored = dense[:-2] + (dense[-1], dense[-2]) if q.transposed else dense
@@ -84,7 +85,8 @@ def quantized_spec(spec: P, q, model: int):
             return P(*stored[:-1], None, "model")
         return P(*stored[:-1], None, *extra) if per_byte and not extra else P()
 
-    return QArray({k: field(v.shape) for k, v in q.fields.items()}, q.layout, q.shape, q.transposed, q.core)
+    fields = {k: P(*stored[:-2], None) if k == ORDER else field(v.shape) for k, v in q.fields.items()}  # ORDER: whole
+    return QArray(fields, q.layout, q.shape, q.transposed, q.core)
 
 
 def leaf_spec(name: str, x, model: int, head_dim: int) -> tuple:

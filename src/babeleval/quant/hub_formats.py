@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from .layouts import planes
-from .qarray import QArray
+from .qarray import ORDER, QArray
 
 AWQ_ORDER = np.array([0, 2, 4, 6, 1, 3, 5, 7])  # the element in each nibble of an AWQ word
 
@@ -79,13 +79,25 @@ def pack(codes: np.ndarray, bits: int) -> np.ndarray:
     return np.bitwise_or.reduce(grouped << (np.arange(per, dtype=np.uint8) * bits), axis=-1).astype(np.uint8)
 
 
-def gptq(qweight, qzeros, scales, bits: int, group: int, v1: bool) -> QArray:
-    """A GPTQ module (desc_act's permuted groups are dequantized by the caller)."""
+def gptq(qweight, qzeros, scales, bits: int, group: int, v1: bool, g_idx=None) -> QArray | None:
+    """A GPTQ module. With desc_act (act-order), input i belongs to group g_idx[i], so a group's
+    inputs are not one run of a row: the codes are held with the inputs sorted by group (a stable
+    sort), and the ORDER field puts the dequantized inputs back. None where the groups are not
+    runs of `group` inputs once sorted (the caller dequantizes: gptq_act_order)."""
     inputs, rows = qweight.shape[0] * 32 // bits, qweight.shape[1]
+    group = group or inputs
     zeros = unpack(qzeros, bits)[:, :rows].T.astype(np.int32) + (1 if v1 else 0)  # v1 stores zero - 1
     if zeros.max(initial=0) > 255:
         raise ValueError("zero points above 255")
-    return integer(np.ascontiguousarray(qweight.T), scales.T, zeros, bits, (1, group or inputs), (rows, inputs))
+    packed = np.ascontiguousarray(qweight.T)
+    if g_idx is None or np.array_equal(g_idx, np.arange(inputs) // group):
+        return integer(packed, scales.T, zeros, bits, (1, group), (rows, inputs))
+    by_group = np.argsort(np.asarray(g_idx), kind="stable")
+    if not np.array_equal(np.asarray(g_idx)[by_group], np.arange(inputs) // group):
+        return None
+    out = integer(pack(unpack(packed, bits)[:, by_group], bits), scales.T, zeros, bits, (1, group), (rows, inputs))
+    out.fields[ORDER] = np.argsort(by_group).astype(np.int32)  # input i sits at position order[i]
+    return out
 
 
 def awq(qweight, qzeros, scales, bits: int, group: int) -> QArray:
@@ -118,8 +130,8 @@ def int8(weight: np.ndarray, scale, zero, block: tuple) -> QArray:
 
 
 def gptq_act_order(qweight, qzeros, scales, g_idx, bits: int, v1: bool) -> np.ndarray:
-    """GPTQ with desc_act: input i belongs to group g_idx[i], so a group's inputs are not one run
-    of a row; the dense [out, in] float32 weight, (code - zero) x scale per input's group."""
+    """GPTQ with desc_act whose groups are not runs of one size once sorted: the dense [out, in]
+    float32 weight, (code - zero) x scale per input's group."""
     codes = unpack(np.ascontiguousarray(qweight.T), bits).astype(np.float32)
     rows = codes.shape[0]
     zeros = unpack(qzeros, bits)[:, :rows].astype(np.float32) + (1 if v1 else 0)

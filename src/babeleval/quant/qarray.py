@@ -5,7 +5,10 @@ Fields are [*lead, rows, blocks, ...]: rows the stored rows (a torch Linear's ou
 embedding's vocabulary), blocks running along the stored row (the inputs), lead the experts of a
 stacked mixture. `shape` is the dense parameter's (a flax kernel [in, out]: `transposed`, the
 stored [out, in] swapped). A JAX pytree: placed, sharded and passed to jit as its fields; the
-model dequantizes it inside the jitted forward just before its matmul (models/weights.py)."""
+model dequantizes it inside the jitted forward just before its matmul (models/weights.py).
+
+A GPTQ act-order weight's inputs are held sorted by their group, so that each group is one run of
+a row, and its ORDER field ([*lead, inputs] int32) puts the dequantized inputs back in place."""
 from __future__ import annotations
 
 import math
@@ -16,6 +19,13 @@ import numpy as np
 
 from .blocks import dequantize_blocks
 
+ORDER = "order"  # the field that puts a dequantized row's inputs back in the order the weight uses
+
+
+def _lead_key(keys) -> str:
+    """The field whose leading axes are the weight's (every field but ORDER has the core axes)."""
+    return min(k for k in keys if k != ORDER)
+
 
 @jax.tree_util.register_pytree_node_class
 class QArray:
@@ -25,7 +35,7 @@ class QArray:
         # the stored row bytes the fields were split from ([*lead, rows, row bytes], the file's
         # pages: no copy), host-side only (not a pytree child): what a QStack holds of the layer
         self.raw = raw
-        first = fields[min(fields)] if fields else None
+        first = fields[_lead_key(fields)] if fields else None
         # a field's axes after the leading ones (experts, stacked layers): rows, blocks, bytes ...
         self.core = core if core is not None or not hasattr(first, "ndim") else first.ndim - (len(self.shape) - 2)
 
@@ -38,7 +48,7 @@ class QArray:
         """Leading axes follow the fields: a scan's slice of a stacked QArray (one layer of
         [layers, ...]) or a stack of QArrays has the shape its fields have."""
         keys, layout, shape, transposed, core = aux
-        now = getattr(children[0], "shape", None) if children else None
+        now = getattr(children[keys.index(_lead_key(keys))], "shape", None) if children else None
         if core is not None and isinstance(now, tuple):
             shape = tuple(now[:len(now) - core]) + shape[-2:]
         return cls(dict(zip(keys, children)), layout, shape, transposed, core)
@@ -98,7 +108,8 @@ class QArray:
     def rows(self, index) -> "QArray":
         """The stored rows at `index` (a slice or integer array: a permutation, a split)."""
         axis = len(self.shape) - 2
-        fields = {k: np.asarray(v)[(slice(None),) * axis + (index,)] for k, v in self.fields.items()}
+        fields = {k: v if k == ORDER else np.asarray(v)[(slice(None),) * axis + (index,)]
+                  for k, v in self.fields.items()}
         stored = self.stored_shape
         stored = stored[:axis] + (next(iter(fields.values())).shape[axis],) + stored[axis + 1:]
         raw = None if self.raw is None else Rows(self.raw, axis, index)
@@ -109,6 +120,9 @@ class QArray:
         """The dense array (inside jit: a fused computation before its matmul)."""
         stored = dequantize_blocks(self.layout, self.fields, xp)
         stored = stored.reshape(self.stored_shape)
+        if ORDER in self.fields:  # act-order: input i is held at position order[i]
+            order = self.fields[ORDER][..., None, :]
+            stored = xp.take_along_axis(stored, xp.broadcast_to(order, stored.shape), axis=-1)
         return (stored.swapaxes(-1, -2) if self.transposed else stored).astype(dtype)
 
     def take(self, ids, dtype=jnp.float32):
