@@ -34,12 +34,11 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
     require_lm_eval()
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
-    from lm_eval.tasks import TaskManager
-
     from babeleval.lm_eval.model import BabelevalLM
+    from babeleval.lm_eval.task_index import task_manager as tasks_manager
 
     start = time.time()
-    task_manager = TaskManager(include_path=include_path)
+    task_manager = tasks_manager(tasks, include_path)
     check_task_names(task_manager, tasks)
     lm = BabelevalLM(model_spec, dtype=dtype, batch_size=batch_size, max_length=max_length, mesh=mesh,
                      quantize=quantize)
