@@ -90,7 +90,7 @@ def test_head_reduces_like_a_full_log_softmax():
 
 
 def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines(shaped):
-    from babeleval.engine.buckets import padded_rows
+    from babeleval.engine.buckets import batch_size_for, padded_rows
     from babeleval.engine.radix import Row
     from babeleval.engine.scoring import MIN_LINE, fill_lines
 
@@ -109,6 +109,9 @@ def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines(shaped):
         assert all(sum(r.length for r in line) <= length for line in batch)
     wasted = sum(padded_rows(len(b), 1) - len(b) for _, b in batches[:-1])
     assert wasted == 0  # only the very last batch may carry empty rows
+    last = batches[-1][0]  # a length before the last runs full batches only: one compiled shape per length
+    assert all(len(b) == batch_size_for(length, scorer.token_budget, 1) for length, b in batches if length != last)
+    assert len({length for length, _ in batches}) > 2
 
 
 def test_identical_requests_are_computed_once(xcopa_unit, xcopa_sw, shaped):
