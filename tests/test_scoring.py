@@ -140,3 +140,20 @@ def test_lines_are_dealt_to_devices_by_scored_positions():
     load = [sum(s for s, r in zip(scored, rows) if r // 8 == d) for d in range(2)]
     assert sorted(load) == [400, 441]
     assert arrange([5, 9, 7], devices=1, rows_per_device=4) == [2, 0, 1]  # one device: most first
+
+
+def test_a_batch_that_branches_keeps_its_shapes_program():
+    """A line that branches scores more positions than it has tokens; the head's room starts at
+    twice the batch's tokens, so such a batch and a plain one of the same rows and length are
+    one compiled shape (xnli-style options over a shared premise compiled two)."""
+    from types import SimpleNamespace
+
+    from babeleval.engine.scoring import head_entries
+
+    def line(scored: int):
+        return SimpleNamespace(pred=list(range(scored)), targets=[1] * scored, entry_of=[0], owner_of=[0])
+
+    plain = head_entries([line(200), line(256)], [0, 1], 256, 1, 2)
+    branching = head_entries([line(300), line(290)], [0, 1], 256, 1, 2)
+    assert plain[0].shape == branching[0].shape == (1, 1024) and branching[2][0] == 590
+    assert head_entries([line(600), line(600)], [0, 1], 256, 1, 2)[0].shape == (1, 2048)  # more still: doubled
