@@ -13,7 +13,9 @@ Parts, in order, each skipped (named in "skipped") once the time budget is spent
               MILU's prompt (the demonstrations prefix-cached), generation prompts/s and new
               tokens/s on XQuAD-hi (32 new tokens), each with its first call's seconds (compiles
               included) and programs, bf16 against fp32 log-probs of the same random weights
-              (shapes up to 1B), peak device memory; an 80-layer narrow Llama: compile vs depth
+              (shapes up to 1B), peak device memory; an 80-layer narrow Llama: compile vs depth;
+              the 8B shape again with its matmul weights int8 and int4 (`--quantize`'s rules,
+              quantized on the device: "<shape>@int8"), its weight bytes and MFU on dequantized FLOPs
   milu_projection  full MILU 5-shot (79,600 questions) at the 8B shape's prefix-cached rate
 Requests are real benchmark text (bench/.gpu/data, else ../shared/data) through SmolLM2's
 tokenizer (bench/.gpu/tokenizer, else the packaged GGUF's): the same tokens for every shape.
@@ -62,6 +64,8 @@ TINY_T5 = dict(d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4, vocab_s
 TINY = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=64, num_hidden_layers=1,
             num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=49152)
 FP32_COMPARED = ("smollm2-135m", "gemma3-270m", "llama-3.2-1b", "mt5-base")
+QUANTIZED_RUNS = ("llama-3-8b@int8", "llama-3-8b@int4")  # "<shape>@<--quantize method>" (issue 49)
+RUNS = (*SHAPES, *QUANTIZED_RUNS)
 
 
 def config(name: str, dry_run: bool):
@@ -108,12 +112,39 @@ def random_model(cfg, dtype, tok, portable: bool = False):
     return LoadedModel(cfg, params, tok, dtype, f"random {cfg.arch}")
 
 
-def active_params(model) -> float:
-    """Parameters one token runs through: a mixture of experts counts k of its experts."""
+def quantized(model, method: str):
+    """The model with its matmul weights quantized as `--quantize method` does at load
+    (quant/at_load.py), on the device in one program; the dense weights dropped."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from babeleval.placement.sharding import path_name
+    from babeleval.quant.at_load import quantize_leaf
+
+    change = jax.jit(lambda params: jax.tree_util.tree_map_with_path(
+        lambda p, x: quantize_leaf(path_name(p), x, method, jnp), params), donate_argnums=0)
+    return dataclasses.replace(model, params=change(model.params), quantize=method)
+
+
+def weight_bytes(model) -> int:
     import jax
 
+    from babeleval.quant import is_quantized
+
+    return sum(x.nbytes for x in jax.tree.leaves(model.params, is_leaf=is_quantized))
+
+
+def active_params(model) -> float:
+    """Parameters one token runs through (a quantized weight: the dense one's): a mixture of
+    experts counts k of its experts."""
+    import jax
+
+    from babeleval.quant import is_quantized
+
     total = 0
-    for path, leaf in jax.tree_util.tree_flatten_with_path(model.params)[0]:
+    for path, leaf in jax.tree_util.tree_flatten_with_path(model.params, is_leaf=is_quantized)[0]:
         share = model.config.experts_per_token / model.config.num_experts if "experts_" in jax.tree_util.keystr(path) else 1
         total += leaf.size * share
     return total
@@ -212,7 +243,7 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, default=989.0)
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--data", type=Path, default=None, help="default: bench/.gpu/data, else ../shared/data")
-    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--shapes", default=",".join(RUNS))
     parser.add_argument("--dry-run", action="store_true", help="tiny versions of every shape (a CPU check of the script)")
     parser.add_argument("--write-reference", action="store_true", help="write the tiny fp32 reference (on CPU)")
     args = parser.parse_args()
@@ -254,14 +285,17 @@ def main() -> None:
         if time.perf_counter() - start > args.budget_s:
             report["skipped"].append(name)
             continue
-        cfg = run_choices(config(name, args.dry_run))
+        shape, _, method = name.partition("@")
+        cfg = run_choices(config(shape, args.dry_run))
         entry = report["models"][name] = {"arch": cfg.arch}
         try:
             model = random_model(cfg, dtype, tok)
+            entry["params"], entry["active_params"] = model.num_params, int(active_params(model))
+            model = quantized(model, method) if method else model
         except Exception as exc:  # noqa: BLE001
             report["errors"][name] = f"{type(exc).__name__}: {exc}"[:500]
             continue
-        entry["params"], entry["active_params"] = model.num_params, int(active_params(model))
+        entry["weight_bytes"] = weight_bytes(model)
         part(f"{name}/scoring", lambda: scoring(model, xcopa, peak), entry)
         part(f"{name}/scoring_5shot", lambda: scoring(model, sib, peak), entry)
         part(f"{name}/generation", lambda: generation(model, prompts), entry)

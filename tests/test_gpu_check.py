@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def test_dry_run_runs_every_part_and_writes_every_field(tmp_path, shared_data):  # bench/gpu_check.py reads ../shared/data
-    from gpu_check import FP32_COMPARED, SHAPES
+    from gpu_check import FP32_COMPARED, QUANTIZED_RUNS, RUNS
 
     env = {**os.environ, "OUT": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "BABELEVAL_GPU_INSTALL": "0"}
@@ -27,7 +27,7 @@ def test_dry_run_runs_every_part_and_writes_every_field(tmp_path, shared_data): 
     assert report["skipped"] == [] and report["errors"] == {}, (report["skipped"], report["errors"])
     assert report["dry_run"] and report["platform"] == "cpu" and report["jax"] and report["attention"]
     assert report["reference"]["within_1e-3"] and report["reference"]["requests"] == 24
-    assert set(report["models"]) == set(SHAPES)
+    assert set(report["models"]) == set(RUNS)
     for name, entry in report["models"].items():
         assert entry["params"] >= entry["active_params"] > 0, name
         for part in ("scoring", "scoring_5shot"):
@@ -39,6 +39,10 @@ def test_dry_run_runs_every_part_and_writes_every_field(tmp_path, shared_data): 
             assert five["prefix_tokens_reused"] > 0, name  # the demonstrations were cached
         assert entry["generation"]["prompts"] == 4 and entry["generation"]["new_tokens_per_s"] > 0, name
         assert ("bf16_vs_fp32" in entry) == (name in FP32_COMPARED), name
+    for name in QUANTIZED_RUNS:  # the 8B shape's matmul weights as int8 / int4 codes: bytes placed, FLOPs of the dense model
+        dense, held = report["models"][name.split("@")[0]], report["models"][name]
+        assert held["active_params"] == dense["active_params"]
+        assert held["weight_bytes"] < (0.3 if name.endswith("int8") else 0.2) * dense["weight_bytes"], name
     moe = report["models"]["qwen3-moe-small"]
     assert moe["active_params"] < moe["params"]  # 2 of 8 experts per token
     assert report["seconds"] < 600
