@@ -242,7 +242,10 @@ def test_gptq_act_order_is_held_sorted_by_group():
     64 (a row's scales and zero points as GPTQ stores them), and dequantize to the numpy
     unpacking's weight bit for bit; groups that are not equal runs once sorted are refused (the
     loader dequantizes them whole)."""
-    from babeleval.quant import ORDER
+    from jax.sharding import PartitionSpec as P
+
+    from babeleval.placement.sharding import quantized_spec
+    from babeleval.quant import ORDER, QArray
     from babeleval.quant.hub_formats import gptq as read_gptq, gptq_act_order
 
     w = np.random.default_rng(3).normal(0, 1, (96, 256)).astype(np.float32)
@@ -251,6 +254,9 @@ def test_gptq_act_order_is_held_sorted_by_group():
     assert q.layout == "uint4" and q.fields["qs"].shape == (96, 4, 32) and q.fields[ORDER].shape == (256,)
     assert np.array_equal(np.asarray(q.dequantize(np.float32, np)), want)
     assert np.array_equal(np.asarray(q.dequantize()), want)  # inside jit's ops as well
+    restored = QArray(dict(sorted(q.fields.items())), q.layout, q.shape)  # ORDER first, as a restore may list it
+    assert restored.blocks == 4 and restored.rows(slice(0, 48)).stored_shape == (48, 256)
+    assert quantized_spec(P(None, "model"), restored, 2).fields[ORDER] == P(None)  # whole along the inputs
     uneven = parts["g_idx"].copy()
     uneven[uneven == 0] = 1  # group 1 now holds 128 inputs, group 0 none
     assert read_gptq(parts["qweight"], parts["qzeros"], parts["scales"], 4, 64, True, uneven) is None

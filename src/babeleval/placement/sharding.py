@@ -74,7 +74,7 @@ def quantized_spec(spec: P, q, model: int):
         return QStack(P(*stored[:-1], None), P(), q.layouts, q.shape, q.transposed)
     dense = tuple(spec) + (None,) * (q.ndim - len(spec))
     stored = dense[:-2] + (dense[-1], dense[-2]) if q.transposed else dense
-    blocks = next(iter(q.fields.values())).shape[q.ndim - 1]
+    blocks = q.blocks
     per_byte = blocks == 1 and [p.bits for p in LAYOUTS[q.layout].planes] == [8]  # a byte per input (int8, FP8)
 
     def field(shape):

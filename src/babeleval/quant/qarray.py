@@ -61,6 +61,11 @@ class QArray:
         return len(self.shape)
 
     @property
+    def blocks(self) -> int:
+        """Blocks per stored row (a field's axis after the rows; ORDER has none)."""
+        return self.fields[_lead_key(self.fields)].shape[self.ndim - 1]
+
+    @property
     def size(self) -> int:  # the dense parameter's elements
         return math.prod(self.shape)
 
@@ -111,7 +116,7 @@ class QArray:
         fields = {k: v if k == ORDER else np.asarray(v)[(slice(None),) * axis + (index,)]
                   for k, v in self.fields.items()}
         stored = self.stored_shape
-        stored = stored[:axis] + (next(iter(fields.values())).shape[axis],) + stored[axis + 1:]
+        stored = stored[:axis] + (fields[_lead_key(fields)].shape[axis],) + stored[axis + 1:]
         raw = None if self.raw is None else Rows(self.raw, axis, index)
         out = QArray(fields, self.layout, stored, raw=raw)
         return out.swap() if self.transposed else out
