@@ -92,3 +92,17 @@ def test_lm_evals_own_groups_are_indexed_as_the_full_task_manager_indexes_them(t
         wanted = sorted(entry.tags) if entry.kind.name == "TAG" else members(entry.cfg.get("task"))
         assert wanted and all(n in small for n in wanted), name
     assert len(small) < len(full) / 10
+
+
+def test_run_task_names_load_from_their_folder_alone(tmp_path, monkeypatch):
+    """`babeleval run --task lm-eval:NAME` builds its TaskManager from the names' folders: the
+    repository's task files stand in for lm-eval's library here (its datasets are local)."""
+    from babeleval.lm_eval import task_index
+    from babeleval.lm_eval.tasks import load_lm_eval_tasks
+
+    root = Path(__file__).resolve().parent / "fixtures" / "lm_eval_tasks"
+    monkeypatch.setenv("BABELEVAL_CACHE", str(tmp_path))
+    monkeypatch.setattr(task_index, "default_root", lambda: root)
+    monkeypatch.chdir(root.parents[2])  # the task files' data_files are relative to the repository root
+    loaded = load_lm_eval_tasks("xcopa_sw_local,xcopa_id_local")
+    assert sorted(loaded) == ["xcopa_id_local", "xcopa_sw_local"] and len(loaded["xcopa_sw_local"].eval_docs) > 0

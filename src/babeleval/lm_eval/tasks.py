@@ -97,14 +97,16 @@ def load_lm_eval_tasks(spec: str) -> dict:
     """NAME[,NAME...] or a YAML path -> {leaf task name: lm-eval Task}; lm-eval's own loader,
     its errors in one line."""
     try:
-        from lm_eval.tasks import TaskManager
+        import lm_eval.tasks  # noqa: F401
     except ImportError:
         raise BabelevalError("lm-eval tasks need lm-evaluation-harness: pip install 'babeleval[lm-eval]'") from None
+    from .task_index import task_manager  # lm-eval's folders of these names only (their index cached)
     _quiet_lm_eval()
     is_path = spec.endswith((".yaml", ".yml"))
     if is_path and not os.path.isfile(spec):
         raise BabelevalError(f"{spec}: no such lm-eval task file")
-    manager, names = _indexed_file(spec) if is_path else (TaskManager(), [s for s in spec.split(",") if s])
+    names = [s for s in spec.split(",") if s]
+    manager, names = _indexed_file(spec) if is_path else (task_manager(names), names)
     if not is_path:
         unknown = [n for n in names if n not in manager.all_tasks]
         if unknown:
