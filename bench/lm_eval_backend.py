@@ -4,9 +4,10 @@ MILU's prompt (first_n demonstrations), and XQuAD-hi generation until a newline
 (tests/fixtures/lm_eval_tasks). Both run lm_eval.simple_evaluate on SmolLM2-135M-Instruct
 (HFLM: the GGUF dequantised by transformers, fp32, batch size 8; babeleval: the same GGUF,
 fp32). babeleval runs twice with fresh backends: the first includes compiling, the second is
-the steady state. lm-eval's own once-per-process costs are paid before anything is timed. Reported per workload: requests, seconds and requests/s of each, the ratio,
-and whether the per-sample results are identical (log-likelihoods within max(1e-3, 5e-5 |logp|),
-acc/acc_norm equal, generations equal).
+the steady state. lm-eval's own once-per-process costs are paid before anything is timed.
+Reported per workload: requests, seconds and requests/s of each, the ratio, and whether the
+per-sample results are identical (log-likelihoods within max(1e-3, 5e-5 |logp|), acc/acc_norm
+equal, generations equal).
 
 nice -n 10 python bench/lm_eval_backend.py --limit 8 [--json out.json]   (from the repository root)
 

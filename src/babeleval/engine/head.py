@@ -65,23 +65,33 @@ def greedy_tokens(module, params, hidden):
     if not _quantized_head(module, params):
         logits = module.apply({"params": params}, hidden, method=type(module).logits)
         return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-    vocab = module.cfg.vocab_size
-    pieces = -(-vocab // VOCAB_CHUNK)
-    size = -(-vocab // pieces)
+    pieces, size = _vocab_slices(module)
 
     def piece(v, carry):
         top, best = carry
-        first = v * size
-        start = jnp.minimum(first, vocab - size)  # the last slice ends at the vocabulary's end
-        rows = module.apply({"params": params}, start, size, method=type(module).head_rows)
-        logits = module.apply({"params": params}, hidden, rows, method=type(module).project)
-        logits = jnp.where(start + jnp.arange(size) >= first, logits, -jnp.inf)  # rows an earlier slice took
+        _, start, rows, fresh = _vocab_slice(module, params, v, size)
+        logits = jnp.where(fresh, module.apply({"params": params}, hidden, rows, method=type(module).project), -jnp.inf)
         here = jnp.max(logits, axis=-1)
         better = here > top
         return jnp.where(better, here, top), jnp.where(better, start + jnp.argmax(logits, axis=-1), best)
 
     start = (jnp.full(hidden.shape[0], -jnp.inf, jnp.float32), jnp.zeros(hidden.shape[0], jnp.int32))
-    return jax.lax.fori_loop(0, pieces, piece, start)[1].astype(jnp.int32)
+    return jax.lax.fori_loop(0, pieces, piece, start)[1]
+
+
+def _vocab_slices(module) -> tuple[int, int]:
+    """(pieces, rows per piece): the head's vocabulary in slices of at most VOCAB_CHUNK rows."""
+    pieces = -(-module.cfg.vocab_size // VOCAB_CHUNK)
+    return pieces, -(-module.cfg.vocab_size // pieces)
+
+
+def _vocab_slice(module, params, v, size: int):
+    """Slice v of the head: its first id, where its rows start (the last slice ends at the
+    vocabulary's end), those rows dense [size, D], and which of them no earlier slice took."""
+    first = v * size
+    start = jnp.minimum(first, module.cfg.vocab_size - size)
+    rows = module.apply({"params": params}, start, size, method=type(module).head_rows)
+    return first, start, rows, start + jnp.arange(size) >= first
 
 
 def _quantized_head(module, params) -> bool:
@@ -96,25 +106,20 @@ def _quantized_head(module, params) -> bool:
 def _by_vocabulary(module, params, hidden, positions, targets, count):
     """score_positions for a quantized head: vocabulary slices outside, position chunks inside.
     The last slice ends at the vocabulary's end; its rows an earlier slice took are masked."""
-    capacity, vocab = positions.shape[0], module.cfg.vocab_size
-    pieces = -(-vocab // VOCAB_CHUNK)
-    size = -(-vocab // pieces)
+    capacity = positions.shape[0]
+    pieces, size = _vocab_slices(module)
     chunks = (count + HEAD_CHUNK - 1) // HEAD_CHUNK
     apply = lambda *args, method: module.apply({"params": params}, *args, method=method)  # noqa: E731
 
     def piece(v, carry):
-        first = v * size
-        start = jnp.minimum(first, vocab - size)
-        rows = apply(start, size, method=type(module).head_rows)
-        ids = start + jnp.arange(size)
+        first, start, rows, fresh = _vocab_slice(module, params, v, size)
 
         def chunk(i, carry):
             top, total, chosen, best = carry
             at = i * HEAD_CHUNK
             where = jax.lax.dynamic_slice(positions, (at,), (HEAD_CHUNK,))
             target = jax.lax.dynamic_slice(targets, (at,), (HEAD_CHUNK,))
-            logits = apply(hidden[where], rows, method=type(module).project)
-            logits = jnp.where(ids >= first, logits, -jnp.inf)
+            logits = jnp.where(fresh, apply(hidden[where], rows, method=type(module).project), -jnp.inf)
             old = jax.lax.dynamic_slice(top, (at,), (HEAD_CHUNK,))
             here = jnp.max(logits, axis=-1)
             new = jnp.maximum(old, here)

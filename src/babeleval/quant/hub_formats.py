@@ -89,11 +89,11 @@ def gptq(qweight, qzeros, scales, bits: int, group: int, v1: bool, g_idx=None) -
     zeros = unpack(qzeros, bits)[:, :rows].T.astype(np.int32) + (1 if v1 else 0)  # v1 stores zero - 1
     if zeros.max(initial=0) > 255:
         raise ValueError("zero points above 255")
-    packed = np.ascontiguousarray(qweight.T)
-    if g_idx is None or np.array_equal(g_idx, np.arange(inputs) // group):
+    packed, runs = np.ascontiguousarray(qweight.T), np.arange(inputs) // group
+    if g_idx is None or np.array_equal(g_idx, runs):
         return integer(packed, scales.T, zeros, bits, (1, group), (rows, inputs))
     by_group = np.argsort(np.asarray(g_idx), kind="stable")
-    if not np.array_equal(np.asarray(g_idx)[by_group], np.arange(inputs) // group):
+    if not np.array_equal(np.asarray(g_idx)[by_group], runs):
         return None
     out = integer(pack(unpack(packed, bits)[:, by_group], bits), scales.T, zeros, bits, (1, group), (rows, inputs))
     out.fields[ORDER] = np.argsort(by_group).astype(np.int32)  # input i sits at position order[i]
