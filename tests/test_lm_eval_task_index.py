@@ -95,14 +95,19 @@ def test_lm_evals_own_groups_are_indexed_as_the_full_task_manager_indexes_them(t
 
 
 def test_run_task_names_load_from_their_folder_alone(tmp_path, monkeypatch):
-    """`babeleval run --task lm-eval:NAME` builds its TaskManager from the names' folders: the
-    repository's task files stand in for lm-eval's library here (its datasets are local)."""
+    """`babeleval run --task lm-eval:NAME` builds its TaskManager from the names' folders: a task
+    root written here stands in for lm-eval's library (its data a local JSON file, no ../shared)."""
     from babeleval.lm_eval import task_index
     from babeleval.lm_eval.tasks import load_lm_eval_tasks
 
-    root = Path(__file__).resolve().parent / "fixtures" / "lm_eval_tasks"
-    monkeypatch.setenv("BABELEVAL_CACHE", str(tmp_path))
-    monkeypatch.setattr(task_index, "default_root", lambda: root)
-    monkeypatch.chdir(root.parents[2])  # the task files' data_files are relative to the repository root
-    loaded = load_lm_eval_tasks("xcopa_sw_local,xcopa_id_local")
-    assert sorted(loaded) == ["xcopa_id_local", "xcopa_sw_local"] and len(loaded["xcopa_sw_local"].eval_docs) > 0
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(f'{{"q": "Swali {i}?", "choices": ["ndiyo", "hapana"], "label": {i % 2}}}\n' for i in range(4)))
+    for name in ("ta_local", "tb_local"):
+        (tmp_path / "tasks" / name).mkdir(parents=True)
+        (tmp_path / "tasks" / name / "task.yaml").write_text(
+            f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
+            "output_type: multiple_choice\ndoc_to_text: '{{q}}'\ndoc_to_choice: '{{choices}}'\ndoc_to_target: label\n")
+    monkeypatch.setenv("BABELEVAL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(task_index, "default_root", lambda: tmp_path / "tasks")
+    loaded = load_lm_eval_tasks("ta_local,tb_local")
+    assert sorted(loaded) == ["ta_local", "tb_local"] and len(loaded["ta_local"].eval_docs) == 4

@@ -35,11 +35,11 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
     from babeleval.lm_eval.model import BabelevalLM
-    from babeleval.lm_eval.task_index import task_manager as tasks_manager
+    from babeleval.lm_eval.task_index import task_manager
 
     start = time.time()
-    task_manager = tasks_manager(tasks, include_path)
-    check_task_names(task_manager, tasks)
+    manager = task_manager(tasks, include_path)
+    check_task_names(manager, tasks)
     lm = BabelevalLM(model_spec, dtype=dtype, batch_size=batch_size, max_length=max_length, mesh=mesh,
                      quantize=quantize)
     tracker = EvaluationTracker(output_path=output_path) if output_path else None
@@ -49,7 +49,7 @@ def run_lm_eval(model_spec: str, tasks: list[str], include_path: str | None = No
             model=lm, model_args=f"pretrained={model_spec},dtype={dtype},quantize={quantize}", tasks=tasks,
             num_fewshot=num_fewshot, limit=limit, log_samples=log_samples, evaluation_tracker=tracker,
             system_instruction=system_instruction, apply_chat_template=apply_chat_template,
-            fewshot_as_multiturn=fewshot_as_multiturn, gen_kwargs=gen_kwargs, task_manager=task_manager,
+            fewshot_as_multiturn=fewshot_as_multiturn, gen_kwargs=gen_kwargs, task_manager=manager,
             random_seed=seeds[0], numpy_random_seed=seeds[1], torch_random_seed=seeds[2], fewshot_random_seed=seeds[3])
     except FileNotFoundError as exc:  # a task's data_files: relative paths are read from the working directory
         raise BabelevalError(f"{exc} (a task's dataset_kwargs.data_files are read relative to the directory "

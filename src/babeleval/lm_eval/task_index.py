@@ -102,8 +102,11 @@ def files_stamp(root: Path) -> list:
 
 def summary(entry, root: Path | None) -> dict:
     """An index Entry as the folder of its YAML and the names it stands for."""
-    names = sorted(entry.tags) if entry.kind.name == "TAG" else members((entry.cfg or {}).get("task")) \
-        if entry.kind.name == "GROUP" else []
+    names = []
+    if entry.kind.name == "TAG":
+        names = sorted(entry.tags)
+    elif entry.kind.name == "GROUP":
+        names = members((entry.cfg or {}).get("task"))
     folder = None
     if root is not None and entry.yaml_path is not None:
         folder = str(Path(entry.yaml_path).resolve().parent.relative_to(root))
