@@ -28,7 +28,7 @@ def plain_attention(q, k, v, mask, scale, softcap, bias):
 def test_chunked_causal_attention_equals_plain_softmax(t, softcap, with_bias):
     chunk, block = causal_chunks(t)
     assert t > chunk and (t > block) == (t > 256)  # 165: one key block per chunk; 600, 1100: several
-    # 165, 400: unrolled chunks; 600-1300: past UNROLLED_QUERIES, loops (1100, 1300: not whole chunks)
+    # every length loops over its query chunks (1100, 1300: not whole chunks)
     rng = np.random.default_rng(t)
     b, h, hkv, d = 2, 6, 2, 16
     q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)

@@ -89,29 +89,30 @@ def test_head_reduces_like_a_full_log_softmax():
     assert not np.asarray(logprob[2 * HEAD_CHUNK:]).any() and not np.asarray(greedy[2 * HEAD_CHUNK:]).any()
 
 
-def test_lines_fit_their_rows_and_tail_batches_take_shorter_lines(shaped):
+def test_a_calls_lines_are_one_length_and_only_its_last_batches_are_partial(shaped):
+    """Every line of a call has one length (LINE, or the longest row's multiple of 128), so its
+    full batches compile one program; only the last lines run in smaller power-of-two batches."""
     from babeleval.engine.buckets import batch_size_for, padded_rows
     from babeleval.engine.radix import Row
-    from babeleval.engine.scoring import MIN_LINE, fill_lines
+    from babeleval.engine.scoring import LINE, fill_lines, line_length
 
     rng = np.random.default_rng(1)
     rows = [Row(length=int(n + m)) for n, m in rng.integers(5, 200, (300, 2))]
-    lines = fill_lines(rows, 2048)
+    assert line_length(rows, 2048) == LINE == 512
+    assert line_length(rows + [Row(length=700)], 2048) == 768 and line_length(rows + [Row(length=700)], 700) == 700
+    lines = fill_lines(rows, 512, 512)
     assert sorted(id(r) for _, line in lines for r in line) == sorted(map(id, rows))
-    for length, line in lines:
-        assert sum(r.length for r in line) <= length and length >= MIN_LINE
-        assert length == MIN_LINE or max(r.length for r in line) > length * 2 // 3  # no longer than its longest row needs
-        assert length in (128, 192, 256, 384, 512) or length % 128 == 0
+    assert {length for length, _ in lines} == {512} and all(sum(r.length for r in line) <= 512 for _, line in lines)
+    assert sum(r.length for r in rows) / (512 * len(lines)) > 0.97  # first-fit decreasing packs them tight
     scorer = Scorer(shaped)
-    batches = list(scorer._batches(lines))
-    assert sorted(id(line) for _, batch in batches for line in batch) == sorted(id(line) for _, line in lines)
-    for length, batch in batches:
-        assert all(sum(r.length for r in line) <= length for line in batch)
-    wasted = sum(padded_rows(len(b), 1) - len(b) for _, b in batches[:-1])
-    assert wasted == 0  # only the very last batch may carry empty rows
-    last = batches[-1][0]  # a length before the last runs full batches only: one compiled shape per length
-    assert all(len(b) == batch_size_for(length, scorer.token_budget, 1) for length, b in batches if length != last)
-    assert len({length for length, _ in batches}) > 2
+    batches = list(scorer._batches([line for _, line in lines], 512))
+    assert [id(line) for batch in batches for line in batch] == [id(line) for _, line in lines]
+    size = batch_size_for(512, scorer.token_budget, 1)
+    full = [b for b in batches if len(b) == size]
+    assert batches[:len(full)] == full and len(full) == len(lines) // size
+    tail = batches[len(full):]
+    assert sum(padded_rows(len(b), 1) - len(b) for b in tail) <= 1  # the rest in power-of-two pieces
+    assert len(lines) % size and tail
 
 
 def test_identical_requests_are_computed_once(xcopa_unit, xcopa_sw, shaped):
@@ -157,3 +158,39 @@ def test_a_batch_that_branches_keeps_its_shapes_program():
     branching = head_entries([line(300), line(290)], [0, 1], 256, 1, 2)
     assert plain[0].shape == branching[0].shape == (1, 1024) and branching[2][0] == 590
     assert head_entries([line(600), line(600)], [0, 1], 256, 1, 2)[0].shape == (1, 2048)  # more still: doubled
+
+
+def test_the_main_program_compiles_ahead_in_the_background_once(xcopa_unit, xcopa_sw, shaped):
+    """Scorer.compile_ahead compiles the program of a call's full batches on another thread; the
+    call then waits for it and compiles nothing itself (a program of another capacity or shape,
+    or a call that does not wait, compiles on the calling thread), with the same results.
+    max_length 497: a shape no other test compiles, so no cache answers for either thread; the
+    questions three times over, with different first words, fill more than one batch."""
+    import threading
+
+    import jax
+
+    from babeleval.engine.scoring import head_capacity
+
+    compiled = []
+
+    def listener(name, seconds, **kwargs):
+        if name == "/jax/core/compile/backend_compile_duration":
+            compiled.append(threading.current_thread().name)
+
+    requests = [Loglikelihood(f"{n} {r.context}", r.continuation) for r in xcopa_unit.kind.requests(xcopa_sw)
+                for n in ("One", "Two", "Three")]
+    scorer = Scorer(shaped, max_length=497)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        scorer.compile_ahead()
+        ahead = scorer._ahead
+        results = scorer.loglikelihood(requests)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert not ahead.is_alive() and scorer._ahead is None
+    assert compiled == ["compile-ahead"], compiled
+    shards = scorer.mesh.shape["data"]
+    assert scorer.stats.compiles.shapes == {("score", 8, 497, head_capacity(8 // shards, 497))}
+    plain = Scorer(shaped, max_length=497).loglikelihood(requests)
+    assert [r.logprob for r in results] == [r.logprob for r in plain]

@@ -11,8 +11,8 @@ questions are not put in long lines, and the few line lengths are the compiled s
 """
 from __future__ import annotations
 
+import threading
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -32,7 +32,7 @@ from ..requests import Loglikelihood, LoglikelihoodResult
 from .tokenize import split_pairs
 
 
-MIN_LINE = 128  # shortest line: shorter questions are packed several to a line
+LINE = 512  # the shortest line length: shorter rows are packed several to a line
 
 
 def tree_mask(ends):
@@ -106,11 +106,19 @@ def unique_pairs(pairs: list[tuple[list[int], list[int]]]):
     return [(list(c), list(k)) for c, k in index], first
 
 
-def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
+def line_length(rows: list[Row], max_length: int) -> int:
+    """One line length for all of a call's rows: LINE, or the longest row's multiple of 128
+    above it, at most max_length. Calls of short rows share one compiled shape."""
+    longest = max((r.length for r in rows), default=1)
+    return min(max(LINE, -(-longest // 128) * 128), max_length)
+
+
+def fill_lines(rows: list[Row], max_length: int, shortest: int = 128) -> list[tuple[int, list[Row]]]:
     """First-fit decreasing into lines of (length, rows): a row that fits nowhere opens a line
-    of the next length bucket >= its length (128, 192, 256, 384, 512, then multiples of 128;
-    at most max_length: a third of a line padded at worst, not half as with powers of two);
-    shorter rows fill the room left in open lines before opening lines of their own."""
+    of the next length bucket >= its length and shortest (128, 192, 256, 384, 512, then
+    multiples of 128; at most max_length: a third of a line padded at worst, not half as with
+    powers of two); shorter rows fill the room left in open lines before opening lines of
+    their own. shortest = max_length: every line that length."""
     lines: list[tuple[int, list[Row]]] = []
     free: list[int] = []
     for row in sorted(rows, key=lambda r: -r.length):
@@ -120,7 +128,7 @@ def fill_lines(rows: list[Row], max_length: int) -> list[tuple[int, list[Row]]]:
                 free[i] -= row.length
                 break
         else:
-            length = min(length_bucket(row.length, MIN_LINE), max_length)
+            length = min(length_bucket(row.length, shortest), max_length)
             lines.append((length, [row]))
             free.append(length - row.length)
     return lines
@@ -150,6 +158,35 @@ class Scorer(PlacedEngine):
         super().__init__(model, max_length, token_budget, batch_size, mesh, cache_tokens=token_budget)
         self.share_prefixes = share_prefixes
         self.stats = ScoringStats()
+        self._ahead: threading.Thread | None = None
+
+    def compile_ahead(self) -> None:
+        """Compile, in a background thread, the program of a call's full batches of LINE-token
+        lines (every call whose rows are no longer: line_length), while the caller still builds
+        its requests (lm-eval's tasks and prompts): XLA's compiler releases the GIL and takes
+        the core that single-threaded Python leaves idle. The call waits for it before its
+        first batch, so the program is never compiled twice; a call of longer rows compiles
+        its own as before."""
+        length = min(LINE, self.max_length)
+        devices = self.mesh.shape["data"]
+        rows = padded_rows(self.batch_size or batch_size_for(length, self.token_budget, devices), devices)
+        self._ahead = threading.Thread(target=self._compile, args=(rows, length), daemon=True, name="compile-ahead")
+        self._ahead.start()
+
+    def _compile(self, rows: int, length: int) -> None:
+        try:
+            self._compile_lines(rows, length)
+        except Exception:  # noqa: BLE001  (the call compiles the program itself and raises what it raises)
+            pass
+
+    def _compile_lines(self, rows: int, length: int) -> None:
+        with using(self.mesh):
+            devices = data_shards()
+            capacity = head_capacity(rows // devices, length)
+            lines = [np.zeros((rows, length), np.int32)] * 3
+            heads = [np.zeros((devices, capacity), np.int32)] * 2
+            score_lines.lower(self.params, *shard_batch(*lines, *heads, np.zeros(devices, np.int32)),
+                              config=self.model.config, dtype=self.model.dtype).compile()
 
     def loglikelihood(self, requests: list[Loglikelihood], progress=None) -> list[LoglikelihoodResult]:
         with using(self.mesh):
@@ -181,7 +218,8 @@ class Scorer(PlacedEngine):
             room = self.max_length - len(prefix)
             rows = radix_rows(suffixes, room, members)
             rows = [rows[i] for i in split_for_process(len(rows))]
-            for length, batch in self._batches(fill_lines(rows, room)):
+            length = line_length(rows, room)
+            for batch in self._batches([line for _, line in fill_lines(rows, length, length)], length):
                 requests = [m for line in batch for row in line for m in row.members]
                 self.stats.prefix_tokens_reused += len(prefix) * len(requests)
                 self.stats.tokens_alone += sum(len(prefix) + len(m.inputs) for m in requests)
@@ -196,34 +234,18 @@ class Scorer(PlacedEngine):
         return [LoglikelihoodResult(float(lp), bool(ng == 0), len(cont))
                 for lp, ng, (_, cont) in zip(logprob, not_greedy, pairs)]
 
-    def _batches(self, lines: list[tuple[int, list[Row]]]):
-        """(length, lines) batches, longest lines first (an out-of-memory shows at once). A
-        length's last batch is filled with shorter lines (they fit) up to the rows of its full
-        batches, so it runs the program they compiled: a 4-row batch of 384-token lines compiled
-        a program of its own (~3 s on CPU, tracing included) where 4 lines of 256 tokens padded
-        to 384 cost ~0.6 s. When no shorter lines are left, the tail runs as a few power-of-two
-        batches (_split_tail)."""
-        by_length = defaultdict(list)
-        for length, line in lines:
-            by_length[length].append(line)
-        lengths = sorted(by_length, reverse=True)
-        for i, length in enumerate(lengths):
-            group = by_length[length]
-            size = self.batch_size or batch_size_for(length, self.token_budget, data_shards())
-            for start in range(0, len(group), size):
-                batch = group[start: start + size]
-                if start + size < len(group):
-                    yield length, batch
-                    continue
-                empty = max(size, padded_rows(len(batch), data_shards())) - len(batch)
-                for shorter in lengths[i + 1:]:
-                    while empty and by_length[shorter]:
-                        batch.append(by_length[shorter].pop())
-                        empty -= 1
-                for part in _split_tail(batch, data_shards()):
-                    yield length, part
+    def _batches(self, lines: list[list[Row]], length: int):
+        """Batches of lines of one length, as many rows as the token budget allows; the last
+        runs as a few power-of-two batches (_split_tail)."""
+        size = self.batch_size or batch_size_for(length, self.token_budget, data_shards())
+        full = len(lines) - len(lines) % size
+        yield from (lines[start: start + size] for start in range(0, full, size))
+        yield from _split_tail(lines[full:], data_shards())
 
     def _run(self, batch: list[list[Row]], length: int, logprob: np.ndarray, not_greedy: np.ndarray, prefix=None) -> None:
+        if self._ahead is not None:
+            self._ahead.join()
+            self._ahead = None
         devices = data_shards()
         rows = padded_rows(len(batch), devices)
         rows_per_device = rows // devices
@@ -277,7 +299,7 @@ def head_entries(lines: list[LineArrays], rows_of: list[int], length: int, devic
     count = np.zeros(devices, np.int32)
     for b, arrays in zip(rows_of, lines):
         count[b // rows_per_device] += len(arrays.pred)
-    capacity = 2 * -(-rows_per_device * length // HEAD_CHUNK) * HEAD_CHUNK
+    capacity = head_capacity(rows_per_device, length)
     while capacity < count.max():
         capacity *= 2
     where = np.zeros((devices, capacity), np.int32)
@@ -293,6 +315,12 @@ def head_entries(lines: list[LineArrays], rows_of: list[int], length: int, devic
         owner_of[d] += arrays.owner_of
         filled[d] += m
     return where, targets, count, (entry_of, owner_of)
+
+
+def head_capacity(rows_per_device: int, length: int) -> int:
+    """Scored positions a device's head holds room for at first (head_entries): twice its tokens,
+    in whole HEAD_CHUNKs."""
+    return 2 * -(-rows_per_device * length // HEAD_CHUNK) * HEAD_CHUNK
 
 
 def add_entries(token_logp, greedy, entries, logprob: np.ndarray, not_greedy: np.ndarray) -> None:

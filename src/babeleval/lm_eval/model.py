@@ -42,13 +42,16 @@ class BabelevalLM(TemplateLM):
     def __init__(self, pretrained="smollm2-135m", dtype: str = "float32", max_length: int | None = None,
                  batch_size: int | None = None, add_bos_token: bool | None = None,
                  max_gen_toks: int = HFLM_MAX_GEN_TOKS,
-                 share_prefixes: bool = True, mesh=None, quantize: str = "keep", **unused):
+                 share_prefixes: bool = True, mesh=None, quantize: str = "keep", compile_ahead: bool = True, **unused):
         """pretrained: a LoadedModel, a ModelSource (loading/source.py) or any model spec
         `babeleval run` accepts (resolved once, by load_model); max_length:
         the model's own limit by default (as HFLM); add_bos_token: None = as the model's
         tokenizer does (Gemma adds BOS), True/False forces it; max_gen_toks: HFLM's default;
         mesh: as `babeleval run --mesh` ('auto', 'data=D,model=M'; None: one device);
-        quantize: a spec's weights as `babeleval run --quantize` loads them."""
+        quantize: a spec's weights as `babeleval run --quantize` loads them; compile_ahead: a
+        decoder's main scoring program compiles in the background while lm-eval builds its
+        requests (Scorer.compile_ahead; not with mesh 'auto', whose scorer and generator may
+        plan different meshes and would then hold two copies of the weights)."""
         super().__init__()
         if isinstance(pretrained, (str, ModelSource)):
             from babeleval.loading import load_model
@@ -65,6 +68,8 @@ class BabelevalLM(TemplateLM):
         self.mesh = mesh
         self.work = WorkCounts()
         self._chat = None
+        if compile_ahead and self.backend == "causal" and mesh != "auto":
+            self.scorer.compile_ahead()
 
     @functools.cached_property
     def scorer(self) -> Scorer | Seq2SeqScorer:

@@ -1,6 +1,6 @@
 """Attention over an explicit [B, T, S] mask, computed four ways: one softmax over all keys
-(short inputs, packed rows), query chunks with key blocks merged online (flash-attention style;
-long causal inputs loop over their chunks), one decode query over a cache (keys-major), and
+(encoders; causal inputs of one query chunk), query chunks looped over, each over the key
+blocks it sees, merged online (flash-attention style; causal inputs), one decode query over a cache (keys-major), and
 jax.nn.dot_product_attention's fused kernels (cuDNN or XLA) where BABELEVAL_ATTENTION asks."""
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from ..errors import BabelevalError
 NEG_INF = -1e30
 
 
-# Longer causal inputs, and any after a cached prefix, loop over their chunks instead of
-# unrolling them: a 1,024-token prefill compiles in 9 s, not 81 s (runs 4% slower); 4 rows of
-# 512 after a 1,024-token prefix compile in 9 s, not 83 s, and run as fast (7.3 vs 7.6 s).
-# (Rows after a prefix without query chunks, all keys in 512-blocks, ran 3x slower: 23 s.)
-UNROLLED_QUERIES = 512
+# Causal inputs loop over their query chunks instead of unrolling them: a 1,024-token prefill
+# compiles in 9 s, not 81 s; 4 rows of 512 after a 1,024-token prefix compile in 9 s, not 83 s,
+# and run as fast (7.3 vs 7.6 s). (Rows after a prefix without query chunks, all keys in
+# 512-blocks, ran 3x slower: 23 s.) Short lines loop too: a chunk skips the keys of a packed
+# line's other rows, so a line's length no longer sets its attention cost (engine/scoring.py
+# packs every row of a call into lines of one length): XCOPA's ~40-token questions in
+# 512-token lines score as fast as in 128-token lines (13.1-13.8 s against 13.2-13.4 s, 600
+# requests, SmolLM2-135M), where unrolled chunks over all earlier keys took 11% longer.
 
 
 def causal_chunks(t: int) -> tuple[int, int]:
@@ -45,34 +48,18 @@ def _block_scores(q, k, mask, scale, softcap, bias, groups):
     return scores.reshape(b, hkv, rows, -1)
 
 
-def _attend_block(q, k, v, mask, scale, softcap, bias, block=None):
+def _attend_block(q, k, v, mask, scale, softcap, bias):
     """q: [B, T, H, D]; k, v: [B, Hkv, S, D] (head-major, the KV cache's layout); mask: [B, T, S].
     The grouped query heads are stacked along the rows of one [G*T, D] x [D, S] product per KV
-    head. Keys are taken `block` at a time (all at once by default), each block's softmax merged
-    into the running one by its maximum (flash-attention style, exact up to rounding); the
-    division comes last, on [G*T, D] instead of [G*T, S]."""
+    head, one softmax over all keys; the division comes last, on [G*T, D] instead of [G*T, S]."""
     b, t, h, d = q.shape
-    hkv, s = k.shape[1], k.shape[2]
+    hkv = k.shape[1]
     g = h // hkv
     q = q.reshape(b, t, hkv, g, d).transpose(0, 2, 3, 1, 4).reshape(b, hkv, g * t, d)
-    top = total = out = None
-    block = block or s
-    for start in range(0, s, block):
-        end = min(start + block, s)
-        scores = _block_scores(q, k[:, :, start:end], mask[..., start:end], scale, softcap,
-                               None if bias is None else bias[..., start:end], g)
-        block_top = scores.max(axis=-1, keepdims=True)
-        new_top = block_top if top is None else jnp.maximum(top, block_top)
-        probs = jnp.exp(scores - new_top)
-        values = jnp.einsum("bkqs,bksd->bkqd", probs.astype(v.dtype), v[:, :, start:end],
-                            preferred_element_type=jnp.float32)
-        if top is None:
-            total, out = probs.sum(axis=-1, keepdims=True), values
-        else:
-            carry = jnp.exp(top - new_top)
-            total, out = total * carry + probs.sum(axis=-1, keepdims=True), out * carry + values
-        top = new_top
-    out = (out / total).astype(v.dtype)
+    scores = _block_scores(q, k, mask, scale, softcap, bias, g)
+    probs = jnp.exp(scores - scores.max(axis=-1, keepdims=True))
+    out = jnp.einsum("bkqs,bksd->bkqd", probs.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    out = (out / probs.sum(axis=-1, keepdims=True)).astype(v.dtype)
     return out.reshape(b, hkv, g, t, d).transpose(0, 3, 1, 2, 4).reshape(b, t, h * d)
 
 
@@ -81,8 +68,9 @@ def attend(q, k, v, mask, scale, softcap=None, bias=None, causal=False, offset: 
 
     q: [B, T, H, D]; k, v: [B, Hkv, S, D]; mask: [B, T, S]; bias: [B, H, T, S] or None.
     causal: query i never attends to a key past index i (keys indexed from 0 like the
-    queries, as in a prefill or a packed row); long inputs then run in chunks of queries,
-    each against the keys up to its end only, which skips the masked upper triangle.
+    queries, as in a prefill or a packed row); inputs longer than a query chunk then run in
+    chunks, each against the keys from the first any of its queries sees to its end only,
+    which skips the masked upper triangle and a packed line's other rows.
     offset: keys before the first query (a cached prefix): query i may see keys up to offset + i.
     """
     t = q.shape[1]
@@ -91,15 +79,7 @@ def attend(q, k, v, mask, scale, softcap=None, bias=None, causal=False, offset: 
     chunk, block = causal_chunks(t)
     if not causal or t <= chunk:
         return _attend_block(q, k, v, mask, scale, softcap, bias)
-    if offset or t > UNROLLED_QUERIES:
-        return _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offset)
-    outs = []
-    for start in range(0, t, chunk):
-        end = min(start + chunk, t)
-        keys = min(offset + end, k.shape[2])
-        outs.append(_attend_block(q[:, start:end], k[:, :, :keys], v[:, :, :keys], mask[:, start:end, :keys], scale, softcap,
-                                  None if bias is None else bias[:, :, start:end, :keys], block))
-    return jnp.concatenate(outs, axis=1)
+    return _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offset)
 
 
 def _attend_one_query(q, k, v, mask, scale, softcap, bias):

@@ -23,7 +23,7 @@ CHOICES = {
     "pooling": ("cls", "mean", "pooler"),
     "moe_router": ("softmax", "sigmoid"),
     "attention": ("auto", "kernels", "xla", "cudnn"),  # models/attention.py: fused_implementation
-    "moe_matmul": ("auto", "grouped", "ragged"),  # models/moe.py: expert_matmul
+    "moe_matmul": ("auto", "grouped", "ragged"),  # models/moe.py: expert_mlp
 }
 
 
@@ -94,7 +94,7 @@ class DecoderConfig:
     moe_groups: int = 1  # experts in this many groups; the top moe_topk_groups groups (by their best 2) compete
     moe_topk_groups: int = 1
     moe_scale: float = 1.0  # routed_scaling_factor
-    moe_matmul: str = "auto"  # the experts' grouped matmul: auto (grouped on CPU, ragged_dot elsewhere), grouped, ragged
+    moe_matmul: str = "auto"  # the experts' MLP: auto (CPU blocks on CPU, ragged_dot elsewhere), grouped (the blocks), ragged
     moe_layers: tuple = ()  # per layer True (MoE) | False (dense MLP); empty = every layer when num_experts
     layer_period: int = 0  # layers in a scanned group's body (models/stack.py); 0: the layer kinds' own period
     bos_token_id: int | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 
 import jax
 import numpy as np
@@ -79,7 +80,7 @@ def default_dtype() -> str:
 
 
 MEMORY_SHARE = 0.9  # of a device's bytes_limit that weights + KV cache may take (the rest: activations)
-_ACTIVE: list[Mesh] = []
+_ACTIVE = threading.local()  # each thread's stack of engine meshes (a background compile has its own)
 
 
 def parse_mesh(text) -> tuple[int | None, int | None]:
@@ -173,16 +174,24 @@ def _grid(data: int, model: int) -> Mesh:
 @contextlib.contextmanager
 def using(m: Mesh):
     """Engine calls run on their own mesh (every helper below reads it through mesh())."""
-    _ACTIVE.append(m)
+    stack = _active()
+    stack.append(m)
     try:
         yield m
     finally:
-        _ACTIVE.pop()
+        stack.pop()
+
+
+def _active() -> list[Mesh]:
+    if not hasattr(_ACTIVE, "stack"):
+        _ACTIVE.stack = []
+    return _ACTIVE.stack
 
 
 def mesh() -> Mesh:
     """The mesh of the engine call in progress; outside one, every local device along data."""
-    return _ACTIVE[-1] if _ACTIVE else _grid(len(jax.local_devices()), 1)
+    stack = _active()
+    return stack[-1] if stack else _grid(len(jax.local_devices()), 1)
 
 
 def num_devices() -> int:
