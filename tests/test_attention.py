@@ -23,11 +23,11 @@ def plain_attention(q, k, v, mask, scale, softcap, bias):
     return out.reshape(q.shape[0], q.shape[1], -1)
 
 
-@pytest.mark.parametrize("t", [165, 400, 600, 1100, 1300])
+@pytest.mark.parametrize("t", [90, 165, 400, 600, 1100, 1300])
 @pytest.mark.parametrize("softcap,with_bias", [(None, False), (50.0, True)])
 def test_chunked_causal_attention_equals_plain_softmax(t, softcap, with_bias):
     chunk, block = causal_chunks(t)
-    assert t > chunk and (t > block) == (t > 256)  # 165: one key block per chunk; 600, 1100: several
+    assert t > chunk and (t > block) == (t > 256)  # 90: fewer keys than a block; 165: one block per chunk; 600, 1100: several
     # every length loops over its query chunks (1100, 1300: not whole chunks)
     rng = np.random.default_rng(t)
     b, h, hkv, d = 2, 6, 2, 16

@@ -117,6 +117,7 @@ def _attend_causal_loop(q, k, v, mask, scale, softcap, bias, chunk, block, offse
     b, t, h, d = q.shape
     hkv, s = k.shape[1], k.shape[2]
     g = h // hkv
+    block = min(block, s)  # fewer keys than a block: one block of all of them
     tp, front = -(-t // chunk) * chunk, min(REMAINDER_KEYS, block)
     q = jnp.pad(q, ((0, 0), (0, tp - t), (0, 0), (0, 0)))
     k, v = (jnp.pad(x, ((0, 0), (0, 0), (front, 0), (0, 0))) for x in (k, v))
