@@ -34,8 +34,9 @@ def ragged_mlp(rows, gate, up, down, sizes, activation, dtype):
 def blocked_mlp(rows, gate, up, down, sizes, activation, dtype):
     """ragged_mlp in blocks of BLOCK rows that each belong to one expert, the whole gated MLP
     one block at a time: XLA's CPU ragged_dot multiplies every row by every expert (8 experts:
-    9x a dense matmul's time, measured); this does (R + E x BLOCK) rows' work. Each expert's
-    rows start a block; blocks past the last row compute padding that is never read. One
+    9x a dense matmul's time, measured); this does at most (R + E x BLOCK) rows' work. Each
+    expert's rows start a block; the loop runs only the blocks that hold rows (a data-dependent
+    trip count: the static worst case ran ~6% more blocks than the routing fills). One
     block runs gate, up and down in turn, so the [R, F] intermediates are never written out
     and gathered back, and the rows are scattered into blocks once, not once per projection
     (0.216 -> 0.15 s for Qwen3-MoE's bench layer over 4,096 tokens: bench/moe_layer.py)."""
@@ -50,12 +51,13 @@ def blocked_mlp(rows, gate, up, down, sizes, activation, dtype):
     expert_of_block = jnp.minimum(jnp.searchsorted(jnp.cumsum(per_expert), jnp.arange(blocks), side="right"), experts - 1)
     dot = lambda x, w: jnp.dot(x, w, preferred_element_type=jnp.float32).astype(dtype)
 
-    def block(b):
-        x, e = jax.lax.dynamic_slice_in_dim(padded, b[0] * BLOCK, BLOCK), b[1]
-        return dot(activation(dot(x, gate[e])) * dot(x, up[e]), down[e])
+    def block(b, out):
+        x, e = jax.lax.dynamic_slice_in_dim(padded, b * BLOCK, BLOCK), expert_of_block[b]
+        y = dot(activation(dot(x, gate[e])) * dot(x, up[e]), down[e])
+        return jax.lax.dynamic_update_slice_in_dim(out, y, b * BLOCK, axis=0)
 
-    out = jax.lax.map(block, jnp.stack([jnp.arange(blocks), expert_of_block], axis=1))
-    return out.reshape(blocks * BLOCK, -1)[slot]
+    out = jax.lax.fori_loop(0, per_expert.sum(), block, jnp.zeros((blocks * BLOCK, down.shape[-1]), dtype))
+    return out[slot]
 
 
 def expert_mlp(choice: str):
