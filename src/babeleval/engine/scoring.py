@@ -5,9 +5,12 @@ context, xnli-style options their premise, each token attending to its own prefi
 tree mask; positions restart after the shared part). Shared tokens are therefore computed once,
 and the vocabulary projection + log-softmax run only at the positions that predict a
 continuation token (engine/head.py). Rows are then packed, longest first, several to a line
-(a row attends only to its own tokens). A line is as short as its longest row
-allows (128, 192, 256, 384, 512, 640, ... tokens): attention cost grows with the line, so short
-questions are not put in long lines, and the few line lengths are the compiled shapes.
+(a row attends only to its own tokens), every line of a call one length: 512 tokens, or the
+longest row's multiple of 128 (line_length). Attention skips the keys of a line's other rows
+(models/attention.py), so a short question costs the same in a long line, and a call compiles
+one program for its full batches (xnli-style options compiled 5 shapes of 128-512 tokens, ~2 s
+each on CPU; an accelerator compiles slower still), which Scorer.compile_ahead can compile
+before the requests are known.
 """
 from __future__ import annotations
 

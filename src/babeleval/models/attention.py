@@ -1,7 +1,8 @@
 """Attention over an explicit [B, T, S] mask, computed four ways: one softmax over all keys
 (encoders; causal inputs of one query chunk), query chunks looped over, each over the key
-blocks it sees, merged online (flash-attention style; causal inputs), one decode query over a cache (keys-major), and
-jax.nn.dot_product_attention's fused kernels (cuDNN or XLA) where BABELEVAL_ATTENTION asks."""
+blocks it sees, merged online (flash-attention style; causal inputs), one decode query over a
+cache (keys-major), and jax.nn.dot_product_attention's fused kernels (cuDNN or XLA) where
+BABELEVAL_ATTENTION asks."""
 from __future__ import annotations
 
 import os

@@ -5,10 +5,10 @@ A router picks each token's top-k experts from a softmax over its logits (renorm
 the k where the family does: Mixtral, Qwen3-MoE), or (GLM-4-MoE, Sarvam-MoE) from sigmoid
 scores plus a correction bias, within the best groups of experts, the chosen scores then
 renormalised and scaled (router() below); each token is computed by its k experts
-only: the (token, expert) pairs are sorted by expert and the three projections run as one
-grouped matmul each (`lax.ragged_dot` on accelerators, MaxText's dropless layout; on CPU the
-whole expert MLP in blocks of one expert each), no capacity, no token dropped. Qwen2-MoE adds a shared expert behind a sigmoid gate. The experts' weights are
-stacked [experts, in, out], so the mesh splits them by whole experts (placement/sharding.py).
+only: the (token, expert) pairs are sorted by expert and run through their experts' gated MLP
+(`lax.ragged_dot` on accelerators, MaxText's dropless layout; on CPU the whole MLP in blocks of
+one expert each), no capacity, no token dropped. Qwen2-MoE adds a shared expert behind a
+sigmoid gate. The experts' weights are stacked [experts, in, out], so the mesh splits them by whole experts (placement/sharding.py).
 """
 from __future__ import annotations
 
