@@ -8,7 +8,8 @@ renormalised and scaled (router() below); each token is computed by its k expert
 only: the (token, expert) pairs are sorted by expert and run through their experts' gated MLP
 (`lax.ragged_dot` on accelerators, MaxText's dropless layout; on CPU the whole MLP in blocks of
 one expert each), no capacity, no token dropped. Qwen2-MoE adds a shared expert behind a
-sigmoid gate. The experts' weights are stacked [experts, in, out], so the mesh splits them by whole experts (placement/sharding.py).
+sigmoid gate. The experts' weights are stacked [experts, in, out], so the mesh splits them by
+whole experts (placement/sharding.py).
 """
 from __future__ import annotations
 
