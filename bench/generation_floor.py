@@ -7,7 +7,6 @@ transformers time that 2x must halve.
 python bench/generation_floor.py   (ROW_STEPS=2560 DECODE_SLOTS=1100: what the bench's decode ran)
 """
 import os
-import time
 
 from conftest import SHARED  # noqa: E402  (tests/ on the path)
 
@@ -21,18 +20,12 @@ from babeleval.models import Decoder, build_module  # noqa: E402
 from babeleval.models.decoder import empty_cache  # noqa: E402
 from babeleval.models.attention import _attend_one_query  # noqa: E402
 from real_models import ours  # noqa: E402
+from timing import best_seconds  # noqa: E402
 from xquad_requests import xquad_hi_requests  # noqa: E402
 
 
-def best_ms(fn, *args, repeats=5) -> float:
-    fn = jax.jit(fn)
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return min(times) * 1e3
+def best_ms(fn, *args) -> float:
+    return best_seconds(fn, *args) * 1e3
 
 
 model = ours("smollm2-135m")

@@ -10,21 +10,11 @@ python bench/moe_layer.py --model /tmp/bench-moe [--tokens 4096]   (bench/random
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-
-def best_seconds(fn, *args, repeat: int) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import best_seconds
 
 
 def main() -> None:
@@ -43,14 +33,14 @@ def main() -> None:
     layer = MoE(cfg, jnp.float32)
     params = layer.init(jax.random.PRNGKey(0), x)
     params = jax.tree_util.tree_map_with_path(lambda path, a: a * 5 if "router" in str(path) else a, params)
-    moe = best_seconds(jax.jit(layer.apply), params, x, repeat=args.repeat)
+    moe = best_seconds(layer.apply, params, x, repeats=args.repeat)
 
     rows, inner = args.tokens * cfg.experts_per_token, cfg.moe_intermediate_size
     r = jnp.asarray(rng.normal(size=(rows, cfg.hidden_size)), jnp.float32)
     gate, up = (jnp.asarray(rng.normal(size=(cfg.hidden_size, inner)), jnp.float32) for _ in range(2))
     down = jnp.asarray(rng.normal(size=(inner, cfg.hidden_size)), jnp.float32)
-    dense = best_seconds(jax.jit(lambda r, g, u, d: (jax.nn.silu(r @ g) * (r @ u)) @ d), r, gate, up, down,
-                         repeat=args.repeat)
+    dense = best_seconds(lambda r, g, u, d: (jax.nn.silu(r @ g) * (r @ u)) @ d, r, gate, up, down,
+                         repeats=args.repeat)
     flops = 2 * rows * 3 * cfg.hidden_size * inner
     print(f"{cfg.num_experts} experts, top-{cfg.experts_per_token}, hidden {cfg.hidden_size}, inner {inner}, "
           f"{args.tokens} tokens: MoE layer {moe * 1e3:.1f} ms ({flops / moe / 1e9:.0f} GFLOP/s on the experts' FLOPs), "

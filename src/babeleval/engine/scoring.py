@@ -170,26 +170,26 @@ class Scorer(PlacedEngine):
         the core that single-threaded Python leaves idle. The call waits for it before its
         first batch, so the program is never compiled twice; a call of longer rows compiles
         its own as before."""
-        length = min(LINE, self.max_length)
-        devices = self.mesh.shape["data"]
-        rows = padded_rows(self.batch_size or batch_size_for(length, self.token_budget, devices), devices)
-        self._ahead = threading.Thread(target=self._compile, args=(rows, length), daemon=True, name="compile-ahead")
+        self._ahead = threading.Thread(target=self._compile, args=(min(LINE, self.max_length),), daemon=True,
+                                       name="compile-ahead")
         self._ahead.start()
 
-    def _compile(self, rows: int, length: int) -> None:
+    def _compile(self, length: int) -> None:
+        """score_lines compiled for a full batch of `length`-token lines, on zeros of _run's shapes."""
         try:
-            self._compile_lines(rows, length)
+            with using(self.mesh):
+                devices = data_shards()
+                rows = padded_rows(self._batch_size(length), devices)
+                lines = [np.zeros((rows, length), np.int32)] * 3
+                heads = [np.zeros((devices, head_capacity(rows // devices, length)), np.int32)] * 2
+                score_lines.lower(self.params, *shard_batch(*lines, *heads, np.zeros(devices, np.int32)),
+                                  config=self.model.config, dtype=self.model.dtype).compile()
         except Exception:  # noqa: BLE001  (the call compiles the program itself and raises what it raises)
             pass
 
-    def _compile_lines(self, rows: int, length: int) -> None:
-        with using(self.mesh):
-            devices = data_shards()
-            capacity = head_capacity(rows // devices, length)
-            lines = [np.zeros((rows, length), np.int32)] * 3
-            heads = [np.zeros((devices, capacity), np.int32)] * 2
-            score_lines.lower(self.params, *shard_batch(*lines, *heads, np.zeros(devices, np.int32)),
-                              config=self.model.config, dtype=self.model.dtype).compile()
+    def _batch_size(self, length: int) -> int:
+        """Lines of `length` tokens in a full batch: the batch size given, else as many as the token budget allows."""
+        return self.batch_size or batch_size_for(length, self.token_budget, data_shards())
 
     def loglikelihood(self, requests: list[Loglikelihood], progress=None) -> list[LoglikelihoodResult]:
         with using(self.mesh):
@@ -240,7 +240,7 @@ class Scorer(PlacedEngine):
     def _batches(self, lines: list[list[Row]], length: int):
         """Batches of lines of one length, as many rows as the token budget allows; the last
         runs as a few power-of-two batches (_split_tail)."""
-        size = self.batch_size or batch_size_for(length, self.token_budget, data_shards())
+        size = self._batch_size(length)
         full = len(lines) - len(lines) % size
         yield from (lines[start: start + size] for start in range(0, full, size))
         yield from _split_tail(lines[full:], data_shards())
